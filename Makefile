@@ -1,0 +1,84 @@
+# Two commands do everything on a fresh Debian machine (as root):
+#   make demo   set up, synthesize the app, and run the training job locally
+#   make test   set up and run every test
+# Both are idempotent: each set-up step leaves a stamp and is skipped when its inputs are unchanged.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+CDK := npx --no-install cdk
+
+# Node 20 is end-of-life for jsii; the banner it prints on every synth is noise here.
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+export TF_CPP_MIN_LOG_LEVEL ?= 2
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+APT_PACKAGES := openmpi-bin libopenmpi-dev g++ make cmake git
+HOROVOD_ENV := HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
+               HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1
+
+.PHONY: help setup apt demo synth summary test test-infra test-training lint clean
+
+help:
+	@echo "make demo   - set up, synthesize the CDK app and summarize it, run the training job locally"
+	@echo "make test   - set up and run all tests"
+	@echo "make synth  - synthesize the CDK app into cdk.out (offline, cdk-nag applied)"
+
+setup: apt $(VENV)/.horovod node_modules/.installed
+
+# System packages: Open MPI for Horovod, compilers for its build, Node.js for the CDK CLI.
+apt:
+	@missing=""; \
+	for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	command -v node >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
+	if [ -n "$$missing" ]; then \
+	  echo "Installing apt packages:$$missing"; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt training_code/requirements.txt
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip wheel setuptools
+	$(PIP) install -r requirements-dev.txt
+	touch $@
+
+# Horovod is compiled against the TensorFlow just installed; --no-cache-dir because a cached wheel
+# built against another TensorFlow fails at import (horovod issue 4039).
+$(VENV)/.horovod: $(VENV)/.installed
+	$(HOROVOD_ENV) $(PIP) install --no-build-isolation --no-cache-dir horovod==0.28.1
+	$(PY) -c "import horovod.tensorflow as hvd; assert hvd.gloo_built() and hvd.mpi_built(), 'horovod lacks Gloo or MPI'"
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund
+	touch $@
+
+synth: setup
+	rm -rf cdk.out
+	$(CDK) synth --quiet
+
+summary: synth
+	$(PY) scripts/summarize_cloud_assembly.py cdk.out
+
+demo: summary
+	$(PY) training_code/local_run.py
+
+test: setup
+	$(PY) -m pytest
+
+test-infra: setup
+	$(PY) -m pytest tests/infra
+
+test-training: setup
+	$(PY) -m pytest tests/training
+
+lint: synth
+	$(VENV)/bin/cfn-lint cdk.out/*.template.json cdk.out/assembly-*/*.template.json
+
+clean:
+	rm -rf cdk.out .pytest_cache build
