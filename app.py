@@ -1,0 +1,27 @@
+#!/usr/bin/env python3
+"""The CDK app: the deployment's stacks, or the pipeline that deploys them.
+
+Settings come from cdk.json context (`maskrcnn:*` keys, see stacks/config.py); nothing here needs
+AWS credentials to synthesize.
+"""
+
+import aws_cdk as cdk
+
+from stacks.config import DeploymentConfig
+from stacks.deployment import add_deployment
+from stacks.nag import apply_checks
+from stacks.pipeline_stack import PipelineStack
+
+
+def build_app(app: cdk.App) -> cdk.App:
+    config = DeploymentConfig.from_context(app.node.try_get_context)
+    if config.pipeline_enabled:
+        PipelineStack(app, f"{config.deployment_name}-pipeline", config=config)
+    else:
+        add_deployment(app, config)
+    apply_checks(app)
+    return app
+
+
+if __name__ == "__main__":
+    build_app(cdk.App()).synth()

@@ -1,0 +1,161 @@
+"""Training: the training-image asset, the job roles, and the SSM parameters launchers read.
+
+Two roles, each with only what its job does:
+- the training role reads the dataset and pretrained prefixes and writes outputs and checkpoints;
+- the staging role (the COCO download-and-convert job) writes the dataset prefix.
+Both pull the training image, write their job's logs and metrics, and attach to the VPC.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import Stack
+from aws_cdk import aws_ecr_assets as ecr_assets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_ssm as ssm
+from constructs import Construct
+
+from stacks.config import DeploymentConfig
+from stacks.network_stack import NetworkStack
+from stacks.permissions import bucket_prefixes, log_group_arn, policy
+from stacks.storage_stack import StorageStack
+
+TRAINING_CODE_DIR = Path(__file__).resolve().parent.parent / "training_code"
+PRETRAINED_PREFIX = "pretrained/"
+OUTPUT_PREFIX = "jobs/"
+CHECKPOINT_PREFIX = "checkpoints/"
+SAGEMAKER = "sagemaker.amazonaws.com"
+
+
+class TrainingStack(Stack):
+    """Docker image asset of `training_code/`, job roles, and the deployment's SSM parameters."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig,
+                 network: NetworkStack, storage: StorageStack, **kwargs) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.config = config
+        self.image = ecr_assets.DockerImageAsset(
+            self, "TrainingImage",
+            directory=str(TRAINING_CODE_DIR),
+            platform=ecr_assets.Platform.LINUX_AMD64,
+            exclude=["**/__pycache__", "**/*.pyc", "**/.pytest_cache"],
+        )
+        bucket, key = storage.data_bucket, storage.data_key
+        self.job_name_prefix = config.deployment_name
+
+        self.training_role = self._job_role("TrainingRole", "SageMaker training jobs", network)
+        bucket_prefixes(self, "TrainingRoleData", self.training_role, bucket, key,
+                        read=[config.data_prefix, PRETRAINED_PREFIX],
+                        write=[OUTPUT_PREFIX, CHECKPOINT_PREFIX])
+        self._allow_file_systems(self.training_role, storage)
+
+        self.staging_role = self._job_role("DataStagingRole", "the COCO staging job", network)
+        bucket_prefixes(self, "DataStagingRoleData", self.staging_role, bucket, key,
+                        write=[config.data_prefix, OUTPUT_PREFIX])
+
+        self.parameters = self._publish_parameters(network, storage)
+
+    def _job_role(self, construct_id: str, purpose: str, network: NetworkStack) -> iam.Role:
+        role = iam.Role(
+            self, construct_id,
+            assumed_by=iam.ServicePrincipal(SAGEMAKER, conditions={
+                "StringEquals": {"aws:SourceAccount": self.account},
+                "ArnLike": {"aws:SourceArn": self.format_arn(
+                    service="sagemaker", resource="training-job",
+                    resource_name=f"{self.job_name_prefix}-*")},
+            }),
+            description=f"{self.config.deployment_name}: execution role of {purpose}",
+        )
+        policy(self, f"{construct_id}ImagePull", role, [
+            iam.PolicyStatement(actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer",
+                                         "ecr:BatchCheckLayerAvailability"],
+                                resources=[self.image.repository.repository_arn]),
+            iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"]),
+        ], "ecr:GetAuthorizationToken supports no resource but '*'; pulls are limited to the "
+           "asset repository.")
+        policy(self, f"{construct_id}LogsAndMetrics", role, [
+            iam.PolicyStatement(
+                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents",
+                         "logs:DescribeLogStreams"],
+                resources=[log_group_arn(self, "/aws/sagemaker/TrainingJobs")]),
+            iam.PolicyStatement(
+                actions=["cloudwatch:PutMetricData"], resources=["*"],
+                conditions={"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}}),
+        ], wildcards=("*", "/aws/sagemaker/TrainingJobs:*"), wildcard_reason=
+           "SageMaker writes one log stream per job host into /aws/sagemaker/TrainingJobs (':*' "
+           "is the streams of that one group); cloudwatch:PutMetricData supports no resource but "
+           "'*' and is limited to SageMaker's namespaces by condition.")
+        subnet_arns = [self.format_arn(service="ec2", resource="subnet", resource_name=s.subnet_id)
+                       for s in network.vpc.select_subnets(subnet_group_name="private").subnets]
+        sg_arn = self.format_arn(service="ec2", resource="security-group",
+                                 resource_name=network.training_sg.security_group_id)
+        eni_arns = self.format_arn(service="ec2", resource="network-interface", resource_name="*")
+        vpc_arn = self.format_arn(service="ec2", resource="vpc", resource_name=network.vpc.vpc_id)
+        policy(self, f"{construct_id}NetworkInterfaces", role, [
+            iam.PolicyStatement(actions=["ec2:CreateNetworkInterface"],
+                                resources=[*subnet_arns, sg_arn, eni_arns]),
+            iam.PolicyStatement(
+                actions=["ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface",
+                         "ec2:DeleteNetworkInterfacePermission"],
+                resources=[eni_arns], conditions={"ArnEquals": {"ec2:Vpc": vpc_arn}}),
+            iam.PolicyStatement(
+                actions=["ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs", "ec2:DescribeDhcpOptions",
+                         "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups"],
+                resources=["*"]),
+        ], wildcards=("*", ":network-interface/*"), wildcard_reason=
+           "A job's network interfaces get their ids when SageMaker creates them: creation is "
+           "limited to the training subnets and security group, deletion to this VPC; "
+           "ec2:Describe* actions support no resource but '*'.")
+        return role
+
+    def _allow_file_systems(self, role: iam.Role, storage: StorageStack) -> None:
+        """SageMaker looks up the mount targets of a job's file-system channel as the job role."""
+        statements = [iam.PolicyStatement(
+            actions=["elasticfilesystem:DescribeMountTargets", "elasticfilesystem:DescribeFileSystems"],
+            resources=[storage.efs_file_system_arn])]
+        if storage.fsx is not None:
+            statements.append(iam.PolicyStatement(
+                actions=["fsx:DescribeFileSystems"],
+                resources=[self.format_arn(service="fsx", resource="file-system",
+                                           resource_name=storage.fsx.file_system_id)]))
+        policy(self, "TrainingRoleFileSystems", role, statements)
+
+    def _publish_parameters(self, network: NetworkStack, storage: StorageStack) -> dict[str, ssm.StringParameter]:
+        """Everything a launcher needs, under one path: no stack outputs to copy by hand."""
+        subnets = network.vpc.select_subnets(subnet_group_name="private").subnet_ids
+        values = {
+            "region": self.region,
+            "job-name-prefix": self.job_name_prefix,
+            "data-bucket": storage.data_bucket.bucket_name,
+            "data-prefix": self.config.data_prefix,
+            "pretrained-prefix": PRETRAINED_PREFIX,
+            "output-prefix": OUTPUT_PREFIX,
+            "checkpoint-prefix": CHECKPOINT_PREFIX,
+            "kms-key-arn": storage.data_key.key_arn,
+            "efs-id": storage.file_system.file_system_id,
+            "efs-data-path": storage.data_path,
+            "datasync-task-arn": storage.datasync_task.attr_task_arn,
+            "subnet-ids": ",".join(subnets),
+            "security-group-ids": network.training_sg.security_group_id,
+            "training-role-arn": self.training_role.role_arn,
+            "staging-role-arn": self.staging_role.role_arn,
+            "training-image-uri": self.image.image_uri,
+        }
+        if storage.fsx is not None:
+            values.update({
+                "fsx-id": storage.fsx.file_system_id,
+                "fsx-mount-name": storage.fsx.mount_name,
+                # SageMaker wants FSx directory paths to start with the mount name.
+                "fsx-data-path": f"/{storage.fsx.mount_name}{storage.data_path}",
+            })
+        return {
+            name: ssm.StringParameter(
+                self, f"Parameter-{name}",
+                parameter_name=f"{self.config.ssm_path}/{name}",
+                string_value=value,
+                description=f"{self.config.deployment_name}: {name} for training-job launchers",
+            )
+            for name, value in values.items()
+        }
+

@@ -1,0 +1,89 @@
+"""Data parallelism: the only module that imports Horovod.
+
+The rest of the job talks to `Backend`: rank and world size, the per-rank input context, a
+gradient tape whose gradients are averaged over ranks, broadcast from rank 0, and averaging or
+gathering values. A tf.distribute (MultiWorkerMirroredStrategy) backend could implement the same
+methods beside this one.
+"""
+
+import hashlib
+import logging
+from typing import Any, List, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+log = logging.getLogger(__name__)
+
+
+class HorovodBackend:
+    """Horovod over MPI or Gloo: one process (rank) per GPU, or per CPU slot without GPUs."""
+
+    def __init__(self, fp16_allreduce: bool = False):
+        import horovod.tensorflow as hvd
+
+        self._hvd = hvd
+        hvd.init()
+        gpus = tf.config.list_physical_devices("GPU")
+        if gpus:
+            # One GPU per local rank; memory growth so that TF does not grab the whole card early.
+            tf.config.set_visible_devices(gpus[hvd.local_rank() % len(gpus)], "GPU")
+            for gpu in tf.config.get_visible_devices("GPU"):
+                tf.config.experimental.set_memory_growth(gpu, True)
+        self.num_gpus = len(gpus)
+        self._compression = hvd.Compression.fp16 if fp16_allreduce else hvd.Compression.none
+
+    @property
+    def rank(self) -> int:
+        return self._hvd.rank()
+
+    @property
+    def size(self) -> int:
+        return self._hvd.size()
+
+    @property
+    def local_rank(self) -> int:
+        return self._hvd.local_rank()
+
+    @property
+    def is_chief(self) -> bool:
+        return self.rank == 0
+
+    def input_context(self) -> tf.distribute.InputContext:
+        """Each rank reads its own 1/size of the files (or of the records if files are few)."""
+        return tf.distribute.InputContext(
+            num_input_pipelines=self.size, input_pipeline_id=self.rank,
+            num_replicas_in_sync=self.size)
+
+    def gradient_tape(self, tape: tf.GradientTape) -> tf.GradientTape:
+        """The tape's gradient() returns gradients averaged over all ranks."""
+        return self._hvd.DistributedGradientTape(tape, compression=self._compression)
+
+    def broadcast_from_chief(self, variables: Sequence[tf.Variable]) -> None:
+        self._hvd.broadcast_variables(list(variables), root_rank=0)
+
+    def average_variables(self, variables: Sequence[tf.Variable]) -> None:
+        """Makes per-rank state (batch-norm moving statistics) equal on every rank."""
+        variables = list(variables)
+        averaged = self._hvd.grouped_allreduce([v.read_value() for v in variables],
+                                               op=self._hvd.Average)
+        for variable, value in zip(variables, averaged):
+            variable.assign(value)
+
+    def mean(self, value: float) -> float:
+        return float(self._hvd.allreduce(tf.constant(value, tf.float64), op=self._hvd.Average))
+
+    def gather_objects(self, obj: Any) -> List[Any]:
+        """Every rank's `obj`, in rank order, on every rank (pickled)."""
+        return self._hvd.allgather_object(obj)
+
+    def check_replicas_equal(self, variables: Sequence[tf.Variable]) -> str:
+        """Fingerprint of the full weight vector; raises if any rank's differs."""
+        digest = hashlib.sha256()
+        for variable in sorted(variables, key=lambda v: v.name):
+            digest.update(np.ascontiguousarray(variable.numpy()).tobytes())
+        fingerprint = digest.hexdigest()
+        fingerprints = self.gather_objects(fingerprint)
+        if len(set(fingerprints)) != 1:
+            raise RuntimeError(f"replicas diverged: weight fingerprints per rank {fingerprints}")
+        return fingerprint

@@ -1,0 +1,173 @@
+"""The training job's hyperparameters: names, types, defaults and documentation in one place.
+
+Pure Python (no TensorFlow) so that the launcher can import it to validate hyperparameters before it
+starts a job. SageMaker passes every hyperparameter as a string (hyperparameters.json) or as JSON
+(SM_HPS); `parse` accepts both, converts to the declared type and rejects unknown names and bad
+values with a message naming the hyperparameter.
+"""
+
+import dataclasses
+import json
+from typing import Any, Dict, Mapping, Tuple
+
+BACKBONES = ("resnet18", "resnet34", "resnet50", "resnet101")
+MODEL_PRESETS = ("standard", "compact")
+
+# Hyperparameters that SageMaker and its training toolkit add themselves; they are not ours to
+# validate, and the toolkit's MPI runner consumes them before our program starts.
+_PLATFORM_PREFIXES = ("sagemaker_", "_tuning_objective_metric")
+
+
+class HyperparameterError(ValueError):
+    """A hyperparameter is unknown or its value is malformed."""
+
+
+def _field(default, doc, **checks):
+    return dataclasses.field(default=default, metadata={"doc": doc, **checks})
+
+
+@dataclasses.dataclass(frozen=True)
+class Hyperparameters:
+    """Everything a training run can be configured with. Defaults suit COCO 2017 on 8 GPUs."""
+
+    backbone: str = _field("resnet50", "ResNet depth of the FPN backbone.", choices=BACKBONES)
+    model_preset: str = _field(
+        "standard",
+        "Head sizes, anchors and sampling. `standard`: Model Garden's COCO Mask R-CNN. `compact`: "
+        "small heads, 4 px base anchors, few ROIs: for small images and CPU runs.",
+        choices=MODEL_PRESETS)
+    image_size: int = _field(1024, "Square input size in pixels (images are resized and padded).",
+                             minimum=64)
+    images_per_gpu: int = _field(2, "Images per rank (one rank per GPU) and step.", minimum=1)
+    base_learning_rate: float = _field(
+        0.0025, "Learning rate of ONE rank; the peak rate is this times the number of ranks.",
+        minimum=0.0)
+    warmup_steps: int = _field(
+        500, "Steps of linear warmup from a third of the peak learning rate to the peak.",
+        minimum=0)
+    epochs: float = _field(12.0, "Length of training in passes over the training set.",
+                           minimum=0.0)
+    lr_decay_epochs: str = _field(
+        "8,11", "Comma-separated epochs at which the learning rate drops by 10x; empty: constant.")
+    max_steps: int = _field(0, "Stop after this many steps if > 0 (overrides `epochs`).",
+                            minimum=0)
+    weight_decay: float = _field(4e-5, "L2 weight decay.", minimum=0.0)
+    momentum: float = _field(0.9, "SGD momentum.", minimum=0.0)
+    mixed_precision: bool = _field(True, "float16 compute with loss scaling (GPUs only).")
+    fp16_allreduce: bool = _field(False, "Compress gradients to float16 for the allreduce.")
+    eval_every_epochs: float = _field(
+        1.0, "COCO evaluation period in epochs; 0: only at the end.", minimum=0.0)
+    eval_max_images: int = _field(0, "Evaluate on at most this many val images; 0: all.",
+                                  minimum=0)
+    checkpoint_every_steps: int = _field(
+        1000, "Checkpoint period in steps: a spot interruption loses at most this much work.",
+        minimum=1)
+    log_every_steps: int = _field(50, "Period of train/* metric lines in steps.", minimum=1)
+    max_instances: int = _field(100, "Instances kept per training image.", minimum=1)
+    threads_per_rank: int = _field(
+        0, "TensorFlow intra-op threads per rank; 0: TensorFlow's default.", minimum=0)
+    seed: int = _field(0, "Seed of shuffling and augmentation.")
+
+    @property
+    def lr_decay_epoch_list(self) -> Tuple[float, ...]:
+        return tuple(float(x) for x in self.lr_decay_epochs.split(",") if x.strip())
+
+
+def fields() -> Tuple[dataclasses.Field, ...]:
+    return dataclasses.fields(Hyperparameters)
+
+
+def _convert(field: dataclasses.Field, raw: Any) -> Any:
+    """Converts one raw value (string from SageMaker, or JSON-typed) to the field's type."""
+    kind = field.type
+    if kind is bool:
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text in ("true", "1", "yes"):
+            return True
+        if text in ("false", "0", "no"):
+            return False
+        raise HyperparameterError(f"hyperparameter {field.name}={raw!r}: expected true or false")
+    if kind is int:
+        if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
+            raise HyperparameterError(f"hyperparameter {field.name}={raw!r}: expected an integer")
+        try:
+            return int(raw) if isinstance(raw, (int, float)) else int(str(raw).strip())
+        except ValueError:
+            raise HyperparameterError(
+                f"hyperparameter {field.name}={raw!r}: expected an integer") from None
+    if kind is float:
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            raise HyperparameterError(
+                f"hyperparameter {field.name}={raw!r}: expected a number") from None
+        if value != value or value in (float("inf"), float("-inf")):
+            raise HyperparameterError(f"hyperparameter {field.name}={raw!r}: not a finite number")
+        return value
+    return str(raw)
+
+
+def _check(field: dataclasses.Field, value: Any) -> None:
+    meta = field.metadata
+    if "choices" in meta and value not in meta["choices"]:
+        raise HyperparameterError(
+            f"hyperparameter {field.name}={value!r}: expected one of {', '.join(meta['choices'])}")
+    if "minimum" in meta and value < meta["minimum"]:
+        raise HyperparameterError(
+            f"hyperparameter {field.name}={value!r}: must be >= {meta['minimum']}")
+
+
+def parse(raw: Mapping[str, Any]) -> Hyperparameters:
+    """Validates and converts raw hyperparameters; missing ones take their defaults."""
+    known = {f.name: f for f in fields()}
+    unknown = sorted(k for k in raw if k not in known and not k.startswith(_PLATFORM_PREFIXES))
+    if unknown:
+        raise HyperparameterError(
+            f"unknown hyperparameter(s): {', '.join(unknown)}; known: {', '.join(known)}")
+    values: Dict[str, Any] = {}
+    for name, value in raw.items():
+        if name in known:
+            values[name] = _convert(known[name], value)
+            _check(known[name], values[name])
+    hps = Hyperparameters(**values)
+    try:
+        decay = hps.lr_decay_epoch_list
+    except ValueError:
+        raise HyperparameterError(
+            f"hyperparameter lr_decay_epochs={hps.lr_decay_epochs!r}: expected comma-separated "
+            "numbers such as 8,11") from None
+    if list(decay) != sorted(decay) or any(e <= 0 for e in decay):
+        raise HyperparameterError(
+            f"hyperparameter lr_decay_epochs={hps.lr_decay_epochs!r}: epochs must be positive "
+            "and increasing")
+    return hps
+
+
+def parse_json_file(path: str) -> Hyperparameters:
+    """Reads SageMaker's /opt/ml/input/config/hyperparameters.json (all values are strings)."""
+    with open(path, encoding="utf-8") as f:
+        raw = json.load(f)
+    # The SageMaker Python SDK JSON-encodes string values ('"resnet50"'); decode those.
+    decoded = {}
+    for key, value in raw.items():
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                pass
+        decoded[key] = value
+    return parse(decoded)
+
+
+def markdown_table() -> str:
+    """The table in training_code/README.md is generated from (and tested against) this."""
+    rows = ["| name | type | default | meaning |", "|---|---|---|---|"]
+    for f in fields():
+        rows.append(f"| `{f.name}` | {f.type.__name__} | `{f.default}` | {f.metadata['doc']} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(markdown_table())

@@ -1,0 +1,55 @@
+"""Metric lines on stdout and the SageMaker metric definitions that read them back.
+
+Pure Python: the launcher imports METRIC_DEFINITIONS for CreateTrainingJob. Rank 0 prints one
+metric per line as `<name>: <value>`; SageMaker applies each regex to the job's log lines.
+"""
+
+import sys
+from typing import Dict, List
+
+TRAIN_METRICS = (
+    "train/loss",  # total loss, mean over the last logging period
+    "train/rpn_score_loss",
+    "train/rpn_box_loss",
+    "train/frcnn_cls_loss",
+    "train/frcnn_box_loss",
+    "train/mask_loss",
+    "train/learning_rate",
+    "train/images_per_sec",  # all ranks together
+    "train/step",
+    "train/epoch",
+)
+
+# pycocotools' 12 summary numbers, for bbox and for segm.
+COCO_STATS = ("AP", "AP50", "AP75", "APs", "APm", "APl",
+              "ARmax1", "ARmax10", "ARmax100", "ARs", "ARm", "ARl")
+EVAL_METRICS = tuple(f"eval/{kind}_{stat}" for kind in ("bbox", "segm") for stat in COCO_STATS)
+
+ALL_METRICS = TRAIN_METRICS + EVAL_METRICS
+
+_NUMBER = r"([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
+
+
+def regex_for(name: str) -> str:
+    """`name: ` ends at the colon, so eval/bbox_AP never matches an eval/bbox_AP50 line. Not
+    anchored at the line start: mpirun may prefix lines with a rank tag."""
+    return rf"{name}: {_NUMBER}"
+
+
+METRIC_DEFINITIONS: List[Dict[str, str]] = [
+    {"Name": name, "Regex": regex_for(name)} for name in ALL_METRICS
+]
+
+
+def format_line(name: str, value: float) -> str:
+    if name not in ALL_METRICS:
+        raise KeyError(f"undeclared metric {name!r}: add it to metrics.py so SageMaker reads it")
+    return f"{name}: {value:.6g}"
+
+
+def emit(values: Dict[str, float], stream=None) -> None:
+    """Prints metric lines, one per line, and flushes so the log shows them at once."""
+    stream = stream or sys.stdout
+    for name, value in values.items():
+        stream.write(format_line(name, float(value)) + "\n")
+    stream.flush()

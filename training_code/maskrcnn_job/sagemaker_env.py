@@ -1,0 +1,92 @@
+"""The SageMaker training-container contract, read once at start-up (pure Python, no TensorFlow).
+
+Where things are: SM_* environment variables when the toolkit set them, else the /opt/ml layout
+(whose root can be moved with OPT_ML_ROOT for local runs). What a failed job leaves: the cause in
+<output>/failure, and a non-zero exit.
+"""
+
+import dataclasses
+import json
+import os
+from typing import Dict, List, Optional
+
+TRAIN_CHANNEL = "train"            # the dataset: tfrecords/ and annotations/ (see README)
+PRETRAINED_CHANNEL = "pretrained"  # optional ImageNet backbone checkpoint
+
+
+class ContractError(RuntimeError):
+    """The container's inputs are missing or malformed."""
+
+
+@dataclasses.dataclass(frozen=True)
+class JobEnvironment:
+    opt_ml: str
+    hyperparameters_file: str
+    channels: Dict[str, str]          # channel name -> directory
+    model_dir: str                    # SavedModel goes here; SageMaker uploads it
+    output_data_dir: str              # TensorBoard summaries and eval results
+    checkpoint_dir: str               # synced to S3 by SageMaker; resume reads it
+    failure_file: str
+    hosts: List[str]
+    current_host: str
+
+    def channel(self, name: str) -> str:
+        if name not in self.channels:
+            raise ContractError(
+                f"input channel {name!r} is missing: the job has channels "
+                f"{sorted(self.channels) or 'none'}; pass the dataset as channel {name!r}")
+        path = self.channels[name]
+        if not os.path.isdir(path):
+            raise ContractError(f"input channel {name!r}: directory {path} does not exist")
+        return path
+
+    def optional_channel(self, name: str) -> Optional[str]:
+        return self.channel(name) if name in self.channels else None
+
+
+def _channels_from_layout(opt_ml: str) -> Dict[str, str]:
+    """Channels named in inputdataconfig.json, at /opt/ml/input/data/<name>."""
+    config = os.path.join(opt_ml, "input", "config", "inputdataconfig.json")
+    if not os.path.exists(config):
+        return {}
+    with open(config, encoding="utf-8") as f:
+        names = list(json.load(f))
+    return {name: os.path.join(opt_ml, "input", "data", name) for name in names}
+
+
+def load(environ=None) -> JobEnvironment:
+    env = os.environ if environ is None else environ
+    opt_ml = env.get("OPT_ML_ROOT", "/opt/ml")
+    channels = _channels_from_layout(opt_ml)
+    # The toolkit exports SM_CHANNEL_<NAME> for every channel; they win over the layout.
+    for key, value in env.items():
+        if key.startswith("SM_CHANNEL_"):
+            channels[key[len("SM_CHANNEL_"):].lower()] = value
+    resource_file = os.path.join(opt_ml, "input", "config", "resourceconfig.json")
+    hosts, current = ["algo-1"], "algo-1"
+    if os.path.exists(resource_file):
+        with open(resource_file, encoding="utf-8") as f:
+            resource = json.load(f)
+        hosts, current = resource["hosts"], resource["current_host"]
+    if "SM_HOSTS" in env:
+        hosts = json.loads(env["SM_HOSTS"])
+    current = env.get("SM_CURRENT_HOST", current)
+    output = os.path.join(opt_ml, "output")
+    return JobEnvironment(
+        opt_ml=opt_ml,
+        hyperparameters_file=os.path.join(opt_ml, "input", "config", "hyperparameters.json"),
+        channels=channels,
+        model_dir=env.get("SM_MODEL_DIR", os.path.join(opt_ml, "model")),
+        output_data_dir=env.get("SM_OUTPUT_DATA_DIR", os.path.join(output, "data")),
+        checkpoint_dir=env.get("SM_CHECKPOINT_DIR", os.path.join(opt_ml, "checkpoints")),
+        failure_file=os.path.join(output, "failure"),
+        hosts=hosts,
+        current_host=current,
+    )
+
+
+def write_failure(failure_file: str, message: str) -> None:
+    """Appends the cause: with several ranks on one host, each failing rank adds its line."""
+    os.makedirs(os.path.dirname(failure_file), exist_ok=True)
+    with open(failure_file, "a", encoding="utf-8") as f:
+        f.write(message.rstrip() + "\n")

@@ -1,0 +1,226 @@
+"""The training loop: Model Garden's Mask R-CNN task, data-parallel through `distributed`.
+
+Model, inputs and losses come from Model Garden's MaskRCNNTask; this module owns the custom loop
+that Horovod needs: broadcast from rank 0 before the first step, averaged gradients, periodic
+checkpoints (rank 0, into the directory SageMaker syncs) and resume, COCO evaluation, TensorBoard
+summaries, metric lines, and the SavedModel at the end.
+"""
+
+import dataclasses
+import logging
+import os
+import time
+from typing import Dict, List, Optional
+
+import numpy as np
+import tensorflow as tf
+import tf_keras
+from official.modeling import optimization, performance
+from official.vision.tasks import maskrcnn
+
+from maskrcnn_job import evaluation, experiment, export
+from maskrcnn_job import metrics as metric_lines
+from maskrcnn_job.hyperparameters import Hyperparameters
+
+log = logging.getLogger(__name__)
+
+LOSS_NAMES = ("total_loss", "rpn_score_loss", "rpn_box_loss", "frcnn_cls_loss", "frcnn_box_loss",
+              "mask_loss")
+# Test hook: "RANK:STEP" makes that rank raise at that step (tests/training, failure handling).
+FAILURE_INJECTION_ENV = "MRCNN_INJECT_FAILURE"
+
+
+@dataclasses.dataclass(frozen=True)
+class Paths:
+    checkpoint_dir: str
+    model_dir: str
+    output_data_dir: str
+    init_checkpoint: Optional[str] = None
+
+
+def _format_eta(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m{secs:02d}s"
+
+
+def _injected_failure_step(rank: int) -> Optional[int]:
+    spec = os.environ.get(FAILURE_INJECTION_ENV)
+    if not spec:
+        return None
+    target_rank, step = (int(v) for v in spec.split(":"))
+    return step if target_rank == rank else None
+
+
+class Trainer:
+    def __init__(self, hps: Hyperparameters, dataset: experiment.Dataset, backend, paths: Paths):
+        self.hps, self.dataset, self.backend, self.paths = hps, dataset, backend, paths
+        self.config = experiment.build(hps, dataset, backend.size, use_gpu=backend.num_gpus > 0,
+                                       init_checkpoint=paths.init_checkpoint)
+        self.schedule = experiment.Schedule.build(hps, dataset.num_train_images, backend.size)
+        self.mixed = self.config.runtime.mixed_precision_dtype == "float16"
+        performance.set_mixed_precision_policy(self.config.runtime.mixed_precision_dtype)
+        self.task = maskrcnn.MaskRCNNTask(self.config.task, logging_dir=paths.output_data_dir)
+        self.model = self.task.build_model()
+        if paths.init_checkpoint and backend.is_chief:
+            self.task.initialize(self.model)  # the broadcast below hands it to the other ranks
+        factory = optimization.OptimizerFactory(self.config.trainer.optimizer_config)
+        self.learning_rate = factory.build_learning_rate()
+        self.optimizer = performance.configure_optimizer(
+            factory.build_optimizer(self.learning_rate), use_float16=self.mixed)
+        # Model Garden builds a legacy tf_keras optimizer: create its slots now, so that restore
+        # and broadcast see every optimizer variable before the first step.
+        inner = getattr(self.optimizer, "inner_optimizer", self.optimizer)
+        inner._create_all_weights(self.model.trainable_variables)  # pylint: disable=protected-access
+        self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer)
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, paths.checkpoint_dir, max_to_keep=3,
+            step_counter=self.optimizer.iterations)
+        self.evaluator = evaluation.Evaluator(
+            self.task, self.model, self.config.task.validation_data, backend,
+            dataset.val_annotations, hps.eval_max_images)
+        self.summary_writer = (tf.summary.create_file_writer(
+            os.path.join(paths.output_data_dir, "tensorboard")) if backend.is_chief else None)
+        self._train_step = tf.function(self._train_step_fn)
+
+    @property
+    def step(self) -> int:
+        return int(self.optimizer.iterations.numpy())
+
+    def _optimizer_variables(self) -> List[tf.Variable]:
+        variables = self.optimizer.variables
+        return list(variables() if callable(variables) else variables)
+
+    def _restore_and_broadcast(self) -> None:
+        if self.backend.is_chief and self.manager.latest_checkpoint:
+            self.checkpoint.restore(self.manager.latest_checkpoint).assert_existing_objects_matched()
+            log.info("resumed from %s at step %d", self.manager.latest_checkpoint, self.step)
+        # Once, before the loop: inside the first train step it would trace the step twice.
+        self.backend.broadcast_from_chief(self.model.variables + self._optimizer_variables())
+        if self.backend.is_chief and self.step == 0:
+            log.info("starting from step 0 (no checkpoint in %s)", self.paths.checkpoint_dir)
+
+    def _train_step_fn(self, images, labels) -> Dict[str, tf.Tensor]:
+        """Model Garden's MaskRCNNTask.train_step, with gradients averaged over the ranks."""
+        with tf.GradientTape() as tape:
+            model_kwargs = {
+                "image_shape": labels["image_info"][:, 1, :],
+                "anchor_boxes": labels["anchor_boxes"],
+                "gt_boxes": labels["gt_boxes"],
+                "gt_classes": labels["gt_classes"],
+                "gt_masks": labels["gt_masks"],
+                "training": True,
+            }
+            outputs = self.model(images, **model_kwargs)
+            outputs = tf.nest.map_structure(lambda x: tf.cast(x, tf.float32), outputs)
+            losses = self.task.build_losses(outputs=outputs, labels=labels,
+                                            aux_losses=self.model.losses)
+            loss = losses["total_loss"]
+            if self.mixed:
+                loss = self.optimizer.get_scaled_loss(loss)
+        variables = self.model.trainable_variables
+        gradients = self.backend.gradient_tape(tape).gradient(loss, variables)
+        if self.mixed:
+            gradients = self.optimizer.get_unscaled_gradients(gradients)
+        self.optimizer.apply_gradients(zip(gradients, variables))
+        return {name: losses[name] for name in LOSS_NAMES}
+
+    def _synchronize_state(self) -> None:
+        """Batch-norm moving statistics are per rank; average them before saving or evaluating."""
+        self.backend.average_variables(self.model.non_trainable_variables)
+
+    def _save_checkpoint(self) -> None:
+        self._synchronize_state()
+        if self.backend.is_chief:
+            path = self.manager.save(checkpoint_number=self.step)
+            log.info("rank %d wrote checkpoint %s", self.backend.rank, path)
+
+    def _evaluate(self) -> Optional[Dict[str, float]]:
+        self._synchronize_state()
+        started = time.time()
+        values = self.evaluator.evaluate()
+        if values is not None:
+            log.info("evaluation at step %d took %.0f s", self.step, time.time() - started)
+            metric_lines.emit(values)
+            self._write_summaries(values)
+        return values
+
+    def _write_summaries(self, values: Dict[str, float]) -> None:
+        if self.summary_writer is None:
+            return
+        with self.summary_writer.as_default(step=self.step):
+            for name, value in values.items():
+                tf.summary.scalar(name, value)
+        self.summary_writer.flush()
+
+    def _log_progress(self, window: List[Dict[str, np.ndarray]], seconds: float) -> None:
+        means = {name: float(np.mean([w[name] for w in window])) for name in LOSS_NAMES}
+        # A collective: every rank logs at the same steps, rank 0 prints the mean over ranks.
+        means = {name: self.backend.mean(value) for name, value in means.items()}
+        global_batch = self.hps.images_per_gpu * self.backend.size
+        images_per_sec = len(window) * global_batch / seconds
+        if not self.backend.is_chief:
+            return
+        step, total = self.step, self.schedule.total_steps
+        values = {
+            "train/loss": means["total_loss"],
+            **{f"train/{name}": means[name] for name in LOSS_NAMES if name != "total_loss"},
+            "train/learning_rate": float(self.learning_rate(step - 1)),
+            "train/images_per_sec": images_per_sec,
+            "train/step": step,
+            "train/epoch": step / self.schedule.steps_per_epoch,
+        }
+        eta = (total - step) * global_batch / images_per_sec
+        print(f"step {step}/{total} epoch {values['train/epoch']:.2f} loss {values['train/loss']:.4f} "
+              f"lr {values['train/learning_rate']:.5f} {images_per_sec:.1f} img/s "
+              f"ETA {_format_eta(eta)}", flush=True)
+        metric_lines.emit(values)
+        self._write_summaries(values)
+
+    def run(self) -> Optional[Dict[str, float]]:
+        """Trains to the end of the schedule, evaluates, exports. Returns final metrics on rank 0."""
+        self._restore_and_broadcast()
+        total = self.schedule.total_steps
+        hps, schedule = self.hps, self.schedule
+        fail_at = _injected_failure_step(self.backend.rank)
+        if self.step < total:
+            # A resumed run sees the data in a new order rather than replaying the first epochs.
+            self.config.task.train_data.seed = hps.seed + self.step
+            dataset = self.task.build_inputs(self.config.task.train_data,
+                                             input_context=self.backend.input_context())
+            iterator = iter(dataset)
+            if self.backend.is_chief:
+                log.info("training steps %d..%d: %d ranks x %d images, %d steps per epoch",
+                         self.step + 1, total, self.backend.size, hps.images_per_gpu,
+                         schedule.steps_per_epoch)
+        window, window_start = [], time.time()
+        while self.step < total:
+            images, labels = next(iterator)
+            if fail_at is not None and self.step + 1 >= fail_at:
+                raise RuntimeError(f"injected failure at step {self.step + 1} "
+                                   f"({FAILURE_INJECTION_ENV})")
+            losses = self._train_step(images, labels)
+            window.append({name: value.numpy() for name, value in losses.items()})
+            step = self.step
+            if not np.isfinite(window[-1]["total_loss"]):
+                raise FloatingPointError(f"loss is {window[-1]['total_loss']} at step {step}")
+            if step % hps.log_every_steps == 0 or step == total:
+                self._log_progress(window, time.time() - window_start)
+                window, window_start = [], time.time()
+            if step % hps.checkpoint_every_steps == 0 and step < total:
+                self._save_checkpoint()
+            if schedule.eval_every_steps and step % schedule.eval_every_steps == 0 and step < total:
+                self._evaluate()
+                window_start = time.time()  # evaluation time is not training throughput
+        if self.manager.latest_checkpoint is None or not self.manager.latest_checkpoint.endswith(
+                f"-{self.step}"):
+            self._save_checkpoint()
+        final = self._evaluate()
+        fingerprint = self.backend.check_replicas_equal(self.model.variables)
+        # Every rank prints it: the tests compare the full weight vectors across ranks with it.
+        print(f"rank {self.backend.rank}: final weights fingerprint {fingerprint} "
+              f"({sum(int(np.prod(v.shape)) for v in self.model.variables)} values)", flush=True)
+        if self.backend.is_chief:
+            exported = export.export_saved_model(self.config, self.model, self.paths.model_dir)
+            log.info("exported SavedModel to %s", exported)
+        self.backend.gather_objects("done")  # the other ranks wait until the export succeeded
+        return final
