@@ -36,6 +36,8 @@ CONNECTION_ARN = re.compile(
 )
 SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]+$")
 GIT_URL = re.compile(r"^https://[^\s/$.?#].[^\s]*$")
+ACCOUNT = re.compile(r"^\d{12}$")
+REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
 REPOSITORY = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 
@@ -81,6 +83,10 @@ class DeploymentConfig:
     pipeline_connection_arn: str | None = None
     pipeline_repository: str | None = None
     pipeline_branch: str = "main"
+    # The account and region the pipeline lives in and deploys to (CDK Pipelines needs them
+    # concrete: the asset stage's registry login names the region).
+    pipeline_account: str | None = None
+    pipeline_region: str | None = None
 
     @property
     def ssm_path(self) -> str:
@@ -205,6 +211,10 @@ class DeploymentConfig:
                "pipeline_repository", self.pipeline_repository,
                "'owner/name' of the repository the connection reads when maskrcnn:pipeline_enabled is true")
         _check(bool(self.pipeline_branch.strip()), "pipeline_branch", self.pipeline_branch, "a branch name")
+        _check(self.pipeline_account is not None and ACCOUNT.match(self.pipeline_account), "pipeline_account",
+               self.pipeline_account, "the 12-digit AWS account id when maskrcnn:pipeline_enabled is true")
+        _check(self.pipeline_region is not None and REGION.match(self.pipeline_region), "pipeline_region",
+               self.pipeline_region, "a region name such as 'us-east-1' when maskrcnn:pipeline_enabled is true")
 
 
 # Retention spans the network stack maps onto CloudWatch Logs' RetentionDays.

@@ -84,8 +84,10 @@ class NotebookStack(Stack):
             lifecycle_config_name=lifecycle.attr_notebook_instance_lifecycle_config_name,
             default_code_repository=repository.attr_code_repository_name if repository else None,
         )
-        # The role's policy must exist before the instance starts and runs its lifecycle scripts.
-        self.notebook.node.add_dependency(self.role)
+        # The role's policies must exist before the instance starts and runs its lifecycle scripts.
+        for child in self.node.find_all():
+            if isinstance(child, iam.Policy):
+                self.notebook.node.add_dependency(child)
 
     def _script(self, name: str, **values: str) -> str:
         script = (LIFECYCLE_DIR / name).read_text()

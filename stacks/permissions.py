@@ -56,13 +56,54 @@ class _AcknowledgeWildcards:
 
     def validate(self) -> list[str]:
         document = Stack.of(self.attached).resolve(self.attached.document)
-        for statement in document.get("Statement", []):
-            resources = statement.get("Resource", [])
-            for resource in resources if isinstance(resources, list) else [resources]:
-                flat = flatten_reference(resource)
-                if "*" in flat and any(_matches(flat, w) for w in self.wildcards):
-                    acknowledge(self.attached, f"AwsSolutions-IAM5[Resource::{flat}]", self.reason)
+        for finding in wildcard_findings(document):
+            kind, _, value = finding.partition("::")
+            if kind == "Resource" and any(_matches(value, w) for w in self.wildcards):
+                acknowledge(self.attached, f"AwsSolutions-IAM5[{finding}]", self.reason)
         return []
+
+
+@jsii.implements(IValidation)
+class _AcknowledgeGeneratedPolicies:
+    """Acknowledges the IAM5 findings of policies a library construct generates (CDK Pipelines).
+
+    Each policy below `scope` gets the reason of the first path fragment it contains; a policy no
+    fragment names keeps its findings, so a new generated role fails synth until it is reviewed.
+    """
+
+    def __init__(self, scope: Construct, reasons: dict[str, str]) -> None:
+        self.scope, self.reasons = scope, reasons
+
+    def validate(self) -> list[str]:
+        for construct in self.scope.node.find_all():
+            if not isinstance(construct, iam.CfnPolicy):
+                continue
+            reason = next((r for fragment, r in self.reasons.items() if fragment in construct.node.path), None)
+            if reason is None:
+                continue
+            document = Stack.of(construct).resolve(construct.policy_document)
+            for finding in wildcard_findings(document):
+                acknowledge(construct, f"AwsSolutions-IAM5[{finding}]", reason)
+        return []
+
+
+def acknowledge_generated_policies(scope: Construct, reasons: dict[str, str]) -> None:
+    scope.node.add_validation(_AcknowledgeGeneratedPolicies(scope, reasons))
+
+
+def wildcard_findings(document: dict) -> list[str]:
+    """The IAM5 findings cdk-nag reports for a resolved policy document (`Action::x`, `Resource::y`)."""
+    findings = []
+    for statement in document.get("Statement", []):
+        if statement.get("Effect") != "Allow":
+            continue
+        for key in ("Action", "Resource"):
+            values = statement.get(key, [])
+            for value in values if isinstance(values, list) else [values]:
+                flat = flatten_reference(value)
+                if "*" in flat and f"{key}::{flat}" not in findings:
+                    findings.append(f"{key}::{flat}")
+    return findings
 
 
 def _matches(resource: str, wildcard: str) -> bool:

@@ -7,15 +7,38 @@ Learning Containers registry so the training image, FROM a DLC, can build.
 
 from __future__ import annotations
 
-from aws_cdk import Aws, Stack
+from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_codepipeline as codepipeline
 from aws_cdk import aws_ecr as ecr
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
 from aws_cdk import pipelines
 from constructs import Construct
 
-from stacks.acknowledgments import acknowledge_pipeline_findings
 from stacks.config import DeploymentConfig
 from stacks.deployment import DeploymentStage
+from stacks.permissions import acknowledge_generated_policies
+
+# Why the wildcards in the roles CDK Pipelines generates are accepted, by role (path fragment).
+GENERATED_ROLE_REASONS = {
+    "/Pipeline/Assets/": (
+        "CDK Pipelines' asset publishing roles: read this pipeline's artifacts (object keys are made "
+        "per execution), write the logs and reports of their CodeBuild projects (named per build), "
+        "and assume only the CDK bootstrap publishing roles."),
+    "/UpdatePipeline/SelfMutation/": (
+        "CDK Pipelines' self-mutation project: reads this pipeline's artifacts (keys made per "
+        "execution), writes its own CodeBuild logs and reports, and assumes only roles tagged as CDK "
+        "bootstrap roles (the tag condition limits 'role/*')."),
+    "/Build/Synth/": (
+        "CDK Pipelines' synth project: reads and writes this pipeline's artifacts (keys made per "
+        "execution) with its KMS key, and writes its own CodeBuild logs and reports (named per build)."),
+    "/Pipeline/Source/": (
+        "CDK Pipelines' source action: writes the checked-out source into this pipeline's artifact "
+        "bucket (keys made per execution) with its KMS key."),
+    "/Pipeline/Pipeline/Role/": (
+        "The CodePipeline service role: reads and writes this pipeline's artifacts (keys made per "
+        "execution) with its KMS key."),
+}
 
 CDK_CLI_VERSION = "2.1148.1"  # keep equal to package.json
 DLC_ACCOUNT = "763104351884"  # AWS Deep Learning Containers registry
@@ -47,7 +70,7 @@ class PipelineStack(Stack):
         )
         dlc = ecr.Repository.from_repository_attributes(
             self, "DeepLearningContainers",
-            repository_arn=f"arn:{Aws.PARTITION}:ecr:{Aws.REGION}:{DLC_ACCOUNT}:repository/{DLC_REPOSITORY}",
+            repository_arn=f"arn:{self.partition}:ecr:{self.region}:{DLC_ACCOUNT}:repository/{DLC_REPOSITORY}",
             repository_name=DLC_REPOSITORY,
         )
         self.pipeline = pipelines.CodePipeline(
@@ -56,14 +79,34 @@ class PipelineStack(Stack):
             pipeline_type=codepipeline.PipelineType.V2,
             synth=synth,
             cli_version=CDK_CLI_VERSION,
-            # A customer managed key for the artifact bucket, rotated yearly.
-            cross_account_keys=True,
-            enable_key_rotation=True,
-            docker_credentials=[pipelines.DockerCredential.ecr([dlc])],
-            publish_assets_in_parallel=False,
+            artifact_bucket=self._artifact_bucket(),
+            docker_credentials=[pipelines.DockerCredential.ecr(
+                [dlc], usages=[pipelines.DockerCredentialUsage.ASSET_PUBLISHING])],
         )
         self.stage = DeploymentStage(self, config.deployment_name, config=config)
         self.pipeline.add_stage(self.stage)
         self.pipeline.build_pipeline()
-        acknowledge_pipeline_findings(self.pipeline)
+        acknowledge_generated_policies(self.pipeline, GENERATED_ROLE_REASONS)
+
+    def _artifact_bucket(self) -> s3.Bucket:
+        """Artifacts under a customer managed key with rotation, TLS only, access-logged."""
+        key = kms.Key(self, "ArtifactKey", enable_key_rotation=True, removal_policy=RemovalPolicy.RETAIN,
+                      description="CDK Pipelines artifacts")
+        access_logs = s3.Bucket(
+            self, "ArtifactAccessLogs",
+            encryption=s3.BucketEncryption.S3_MANAGED, enforce_ssl=True,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(365))],
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        return s3.Bucket(
+            self, "Artifacts",
+            encryption=s3.BucketEncryption.KMS, encryption_key=key, bucket_key_enabled=True,
+            enforce_ssl=True, block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            server_access_logs_bucket=access_logs, server_access_logs_prefix="artifacts/",
+            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(90))],
+            removal_policy=RemovalPolicy.RETAIN,
+        )
 

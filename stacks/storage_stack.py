@@ -135,7 +135,6 @@ class StorageStack(Stack):
                     events=["NEW", "CHANGED", "DELETED"]),
             ),
         )
-        association.node.add_dependency(self.data_bucket)
         # FSx reads the bucket through a service-linked role whose policy lacks our key.
         self.data_key.add_to_resource_policy(iam.PolicyStatement(
             sid="FsxLinkedBucketRead",
@@ -181,8 +180,7 @@ class StorageStack(Stack):
             in_transit_encryption="TLS1_2",
         )
         # DataSync mounts through the mount target in that subnet: it must exist first.
-        destination.node.add_dependency(self.file_system)
-        for child in self.node.children:
+        for child in self.node.find_all():
             if isinstance(child, efs.CfnMountTarget):
                 destination.node.add_dependency(child)
 

@@ -1,0 +1,21 @@
+"""Shared fixtures for the training-job tests: import path, a small synthetic COCO set."""
+
+import os
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TRAINING_CODE = os.path.join(REPO, "training_code")
+if TRAINING_CODE not in sys.path:
+    sys.path.insert(0, TRAINING_CODE)
+
+
+@pytest.fixture(scope="session")
+def small_coco(tmp_path_factory):
+    """12 train / 6 val images of 64 px in COCO 2017 layout."""
+    from maskrcnn_job import synthetic_coco
+
+    out = tmp_path_factory.mktemp("coco")
+    synthetic_coco.generate(str(out), num_train=12, num_val=6, image_size=64, seed=3)
+    return str(out)
