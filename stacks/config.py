@@ -22,6 +22,7 @@ FSX_THROUGHPUT_PER_TIB = {
     "PERSISTENT_1": (50, 100, 200),
     "SCRATCH_2": (),
 }
+FSX_DEFAULT_THROUGHPUT = {"PERSISTENT_2": 250, "PERSISTENT_1": 200}
 # Data repository associations (auto import from S3) are not available on SCRATCH_1.
 FSX_DEPLOYMENT_TYPES = tuple(FSX_THROUGHPUT_PER_TIB)
 
@@ -67,7 +68,8 @@ class DeploymentConfig:
     fsx_enabled: bool = True
     fsx_deployment_type: str = "PERSISTENT_2"
     fsx_storage_capacity_gib: int = 1200
-    fsx_throughput_per_tib: int | None = 250
+    # MB/s per TiB; empty: 250 for PERSISTENT_2, 200 for PERSISTENT_1 (SCRATCH_2 has no setting).
+    fsx_throughput_per_tib: int | None = None
     # Notebook
     notebook_instance_type: str = "ml.t3.large"
     notebook_volume_gib: int = 50
@@ -92,6 +94,13 @@ class DeploymentConfig:
     def ssm_path(self) -> str:
         """Every value a launcher needs is published under this SSM path."""
         return f"/{self.deployment_name}"
+
+    @property
+    def fsx_throughput(self) -> int | None:
+        """The FSx throughput to deploy: the setting, or the deployment type's default."""
+        if self.fsx_throughput_per_tib is not None:
+            return self.fsx_throughput_per_tib
+        return FSX_DEFAULT_THROUGHPUT.get(self.fsx_deployment_type)
 
     @property
     def max_azs(self) -> int:
@@ -178,7 +187,8 @@ class DeploymentConfig:
                f"1200, 2400 or a multiple of 2400 GiB for {kind}")
         allowed = FSX_THROUGHPUT_PER_TIB[kind]
         if allowed:
-            _check(self.fsx_throughput_per_tib in allowed, "fsx_throughput_per_tib",
+            _check(self.fsx_throughput_per_tib is None or self.fsx_throughput_per_tib in allowed,
+                   "fsx_throughput_per_tib",
                    self.fsx_throughput_per_tib, f"one of {list(allowed)} MB/s per TiB for {kind}")
         else:
             _check(self.fsx_throughput_per_tib is None, "fsx_throughput_per_tib",

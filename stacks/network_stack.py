@@ -90,12 +90,11 @@ class NetworkStack(Stack):
 
         self.fsx_sg = self._group("FsxSecurityGroup", "FSx for Lustre: Lustre from training and notebook",
                                   allow_all_outbound=False)
-        # The Lustre servers of one file system also talk to each other through this group.
-        for peer in (*clients, self.fsx_sg):
+        for client in clients:
             for port in LUSTRE_PORTS:
-                self.fsx_sg.add_ingress_rule(peer, port, f"Lustre from {peer.node.id}")
-        self.fsx_sg.add_egress_rule(self.fsx_sg, LUSTRE_PORTS[0], "Lustre between file servers")
-        self.fsx_sg.add_egress_rule(self.fsx_sg, LUSTRE_PORTS[1], "Lustre between file servers")
+                self.fsx_sg.add_ingress_rule(client, port, f"Lustre from {client.node.id}")
+        # The file servers talk to each other within this group: the FSx L2 construct opens
+        # 988-1023 to the group itself (ingress and egress) when it is given the group.
 
         # Training containers read S3 through the gateway endpoint (no NAT needed for data).
         self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from aws_cdk import Fn, Stack
+from aws_cdk import CfnOutput, Fn, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_sagemaker as sagemaker
@@ -84,6 +84,10 @@ class NotebookStack(Stack):
             lifecycle_config_name=lifecycle.attr_notebook_instance_lifecycle_config_name,
             default_code_repository=repository.attr_code_repository_name if repository else None,
         )
+        CfnOutput(self, "NotebookInstanceName", value=self.notebook.attr_notebook_instance_name)
+        CfnOutput(self, "NotebookUrl", value=(
+            f"https://{self.region}.console.aws.amazon.com/sagemaker/home?region={self.region}"
+            f"#/notebook-instances/openNotebook/{self.notebook.attr_notebook_instance_name}?view=lab"))
         # The role's policies must exist before the instance starts and runs its lifecycle scripts.
         for child in self.node.find_all():
             if isinstance(child, iam.Policy):

@@ -7,7 +7,7 @@ same path below their root, `/<data_prefix>`, so a job's channel differs only in
 
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_datasync as datasync
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_efs as efs
@@ -76,6 +76,8 @@ class StorageStack(Stack):
             removal_policy=RemovalPolicy.RETAIN,
         )
 
+        CfnOutput(self, "DataBucketName", value=self.data_bucket.bucket_name,
+                  description=f"COCO goes to s3://<bucket>/{config.data_prefix}")
         self.file_system = self._efs(config, network)
         self.fsx = self._fsx(config, network) if config.fsx_enabled else None
         self.datasync_task = self._datasync_s3_to_efs(network)
@@ -118,7 +120,7 @@ class StorageStack(Stack):
             kms_key=self.data_key,
             lustre_configuration=fsx.LustreConfiguration(
                 deployment_type=FSX_DEPLOYMENT_TYPE[config.fsx_deployment_type],
-                per_unit_storage_throughput=config.fsx_throughput_per_tib,
+                per_unit_storage_throughput=config.fsx_throughput,
                 data_compression_type=fsx.LustreDataCompressionType.LZ4,
             ),
             # FSx is a cache of the bucket: destroying it loses nothing that S3 does not hold.

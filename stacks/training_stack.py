@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import Stack
+from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_ssm as ssm
@@ -55,6 +55,9 @@ class TrainingStack(Stack):
                         write=[config.data_prefix, OUTPUT_PREFIX])
 
         self.parameters = self._publish_parameters(network, storage)
+        CfnOutput(self, "ParameterPath", value=config.ssm_path,
+                  description="SSM path holding every value a training-job launcher needs")
+        CfnOutput(self, "TrainingImageUri", value=self.image.image_uri)
 
     def _job_role(self, construct_id: str, purpose: str, network: NetworkStack) -> iam.Role:
         role = iam.Role(

@@ -1,0 +1,103 @@
+"""Context validation: bad values fail before synth, naming the key and what is allowed."""
+
+import aws_cdk as cdk
+import pytest
+
+from app import build_app
+from stacks.config import ConfigError, DeploymentConfig
+
+
+def config(**values):
+    return DeploymentConfig.from_mapping(values)
+
+
+def test_defaults_are_valid_and_deploy_fsx_persistent_2():
+    defaults = config()
+    assert defaults.fsx_deployment_type == "PERSISTENT_2"
+    assert defaults.nat_gateways == 1
+    assert defaults.ssm_path == "/maskrcnn"
+    assert defaults.max_azs == 2
+    assert defaults.fsx_throughput == 250
+    assert config(fsx_deployment_type="PERSISTENT_1").fsx_throughput == 200
+    assert config(fsx_deployment_type="SCRATCH_2").fsx_throughput is None
+
+
+@pytest.mark.parametrize("values, key, hint", [
+    ({"fsx_storage_capacity_gib": 3600}, "maskrcnn:fsx_storage_capacity_gib", "multiple of 2400"),
+    ({"fsx_storage_capacity_gib": 1000}, "maskrcnn:fsx_storage_capacity_gib", "1200, 2400"),
+    ({"fsx_deployment_type": "SCRATCH_1"}, "maskrcnn:fsx_deployment_type", "SCRATCH_1 cannot auto-import"),
+    ({"fsx_throughput_per_tib": 200}, "maskrcnn:fsx_throughput_per_tib", "[125, 250, 500, 1000]"),
+    ({"fsx_deployment_type": "SCRATCH_2", "fsx_throughput_per_tib": 125}, "maskrcnn:fsx_throughput_per_tib",
+     "fixed throughput"),
+    ({"existing_efs_id": "efs-123"}, "maskrcnn:existing_efs_id", "fs-0123456789abcdef0"),
+    ({"existing_efs_id": "fs-XYZ12345"}, "maskrcnn:existing_efs_id", "EFS file system id"),
+    ({"pipeline_enabled": True}, "maskrcnn:pipeline_connection_arn", "connection ARN"),
+    ({"pipeline_enabled": True, "pipeline_connection_arn": "arn:aws:iam::123456789012:role/x"},
+     "maskrcnn:pipeline_connection_arn", "connection ARN"),
+    ({"nat_gateways": 3}, "maskrcnn:nat_gateways", "0 (isolated VPC) to 2"),
+    ({"availability_zones": ["us-east-1a"]}, "maskrcnn:availability_zones", "2 to 3"),
+    ({"availability_zones": ["us-east-1a", "us-east-1a"]}, "maskrcnn:availability_zones", "distinct"),
+    ({"availability_zones": ["us-east-1a", "Zone B"]}, "maskrcnn:availability_zones", "'us-east-1a'"),
+    ({"vpc_cidr": "10.0.0.0/8"}, "maskrcnn:vpc_cidr", "/16 to /22"),
+    ({"vpc_cidr": "10.300.0.0/16"}, "maskrcnn:vpc_cidr", "IPv4 CIDR"),
+    ({"deployment_name": "Mask_RCNN"}, "maskrcnn:deployment_name", "lowercase"),
+    ({"notebook_instance_type": "m5.xlarge"}, "maskrcnn:notebook_instance_type", "ml.t3.large"),
+    ({"notebook_volume_gib": 2}, "maskrcnn:notebook_volume_gib", "5 to 16384"),
+    ({"data_prefix": "datasets/coco2017"}, "maskrcnn:data_prefix", "ending in '/'"),
+    ({"git_username": "bot"}, "maskrcnn:git_username", "unless maskrcnn:git_repository_url"),
+    ({"git_repository_url": "git@github.com:a/b.git"}, "maskrcnn:git_repository_url", "https://"),
+    ({"flow_log_retention_days": 400}, "maskrcnn:flow_log_retention_days", "one of"),
+])
+def test_bad_value_names_key_and_what_is_allowed(values, key, hint):
+    with pytest.raises(ConfigError) as error:
+        config(**values)
+    message = str(error.value)
+    assert message.startswith(key + ":"), message
+    assert hint in message
+
+
+def test_pipeline_needs_account_and_region_too():
+    base = {"pipeline_enabled": True,
+            "pipeline_connection_arn":
+                "arn:aws:codestar-connections:eu-west-1:123456789012:connection/12345678-1234-1234-1234-123456789012",
+            "pipeline_repository": "acme/repo"}
+    with pytest.raises(ConfigError, match="maskrcnn:pipeline_account"):
+        config(**base)
+    with pytest.raises(ConfigError, match="maskrcnn:pipeline_region"):
+        config(**base, pipeline_account="123456789012")
+    assert config(**base, pipeline_account="123456789012", pipeline_region="eu-west-1").pipeline_enabled
+
+
+def test_unknown_key_is_named_with_the_known_ones():
+    with pytest.raises(ConfigError, match=r"unknown setting\(s\) maskrcnn:fsx_capacity; known settings: .*"
+                                          r"maskrcnn:fsx_storage_capacity_gib"):
+        config(fsx_capacity=1200)
+
+
+def test_command_line_strings_are_coerced_like_cdk_json_values():
+    parsed = config(nat_gateways="0", fsx_enabled="false", availability_zones="us-east-1a,us-east-1b",
+                    existing_efs_id="")
+    assert parsed.nat_gateways == 0 and parsed.fsx_enabled is False and parsed.existing_efs_id is None
+    assert parsed.availability_zones == ("us-east-1a", "us-east-1b")
+    with pytest.raises(ConfigError, match="maskrcnn:fsx_enabled: 'yes' is not allowed; use true or false"):
+        config(fsx_enabled="yes")
+    with pytest.raises(ConfigError, match="maskrcnn:nat_gateways: 'one' is not allowed; use a whole number"):
+        config(nat_gateways="one")
+
+
+def test_context_arguments_rebuild_the_same_config():
+    original = config(nat_gateways=0, availability_zones=["us-east-1a", "us-east-1b", "us-east-1c"],
+                      fsx_enabled=False, git_repository_url="https://example.com/r.git")
+    arguments = original.context_arguments()
+    pairs = dict(arg.strip("'").split("=", 1) for arg in arguments[1::2])
+    assert set(pairs) == {"maskrcnn:nat_gateways", "maskrcnn:availability_zones", "maskrcnn:fsx_enabled",
+                          "maskrcnn:git_repository_url"}
+    rebuilt = DeploymentConfig.from_mapping({k.split(":", 1)[1]: v for k, v in pairs.items()})
+    assert rebuilt == original
+
+
+def test_bad_context_fails_the_app_before_any_stack_exists(tmp_path):
+    app = cdk.App(context={"maskrcnn:fsx_storage_capacity_gib": 1300}, outdir=str(tmp_path))
+    with pytest.raises(ConfigError, match="maskrcnn:fsx_storage_capacity_gib: 1300 is not allowed"):
+        build_app(app)
+    assert app.node.children == []

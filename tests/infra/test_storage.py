@@ -1,0 +1,117 @@
+"""Storage: encrypted, private, retained data; FSx linked to S3; DataSync over TLS."""
+
+from aws_cdk.assertions import Match
+
+
+def of_type(raw, kind):
+    return {k: v for k, v in raw["Resources"].items() if v["Type"] == kind}
+
+
+def only(raw, kind):
+    found = list(of_type(raw, kind).items())
+    assert len(found) == 1, [k for k, _ in found]
+    return found[0]
+
+
+def test_data_key_rotates_and_is_retained(default_app):
+    default_app.template("-storage").has_resource("AWS::KMS::Key", {
+        "DeletionPolicy": "Retain", "Properties": {"EnableKeyRotation": True}})
+
+
+def test_data_bucket_is_private_kms_encrypted_versioned_logged_and_retained(default_app):
+    raw = default_app.raw("-storage")
+    key_id = only(raw, "AWS::KMS::Key")[0]
+    buckets = of_type(raw, "AWS::S3::Bucket")
+    data_id = next(k for k in buckets if k.startswith("DataBucket"))
+    log_id = next(k for k in buckets if k.startswith("AccessLogBucket"))
+    data = buckets[data_id]
+    assert data["DeletionPolicy"] == "Retain"
+    props = data["Properties"]
+    rule = props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
+    assert rule["ServerSideEncryptionByDefault"] == {
+        "SSEAlgorithm": "aws:kms", "KMSMasterKeyID": {"Fn::GetAtt": [key_id, "Arn"]}}
+    assert props["PublicAccessBlockConfiguration"] == {
+        "BlockPublicAcls": True, "BlockPublicPolicy": True, "IgnorePublicAcls": True, "RestrictPublicBuckets": True}
+    assert props["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert props["LoggingConfiguration"]["DestinationBucketName"] == {"Ref": log_id}
+    assert buckets[log_id]["DeletionPolicy"] == "Retain"
+
+
+def test_both_buckets_deny_requests_without_tls(default_app):
+    policies = of_type(default_app.raw("-storage"), "AWS::S3::BucketPolicy").values()
+    assert len(policies) == 2
+    for policy in policies:
+        assert any(s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+                   for s in policy["Properties"]["PolicyDocument"]["Statement"])
+
+
+def test_efs_is_encrypted_with_the_data_key_retained_and_mounted_in_each_private_subnet(default_app):
+    raw = default_app.raw("-storage")
+    key_id = only(raw, "AWS::KMS::Key")[0]
+    efs_id, efs = only(raw, "AWS::EFS::FileSystem")
+    assert efs["DeletionPolicy"] == "Retain"
+    assert efs["Properties"]["Encrypted"] is True
+    assert efs["Properties"]["KmsKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+    targets = of_type(raw, "AWS::EFS::MountTarget").values()
+    assert len(targets) == 2
+    assert all(t["Properties"]["FileSystemId"] == {"Ref": efs_id} for t in targets)
+
+
+def test_fsx_persistent_2_lustre_2_15_encrypted_with_context_capacity(default_app):
+    raw = default_app.raw("-storage")
+    fsx = only(raw, "AWS::FSx::FileSystem")[1]["Properties"]
+    assert fsx["FileSystemType"] == "LUSTRE"
+    assert fsx["FileSystemTypeVersion"] == "2.15"
+    assert fsx["StorageCapacity"] == 1200
+    assert fsx["KmsKeyId"]
+    lustre = fsx["LustreConfiguration"]
+    assert lustre["DeploymentType"] == "PERSISTENT_2" and lustre["PerUnitStorageThroughput"] == 250
+    assert "ImportPath" not in lustre  # the association does the linking
+
+
+def test_fsx_association_auto_imports_new_changed_and_deleted_objects_of_the_coco_prefix(default_app):
+    raw = default_app.raw("-storage")
+    association = only(raw, "AWS::FSx::DataRepositoryAssociation")[1]["Properties"]
+    assert association["FileSystemPath"] == "/datasets/coco2017"
+    assert association["S3"]["AutoImportPolicy"]["Events"] == ["NEW", "CHANGED", "DELETED"]
+    assert association["BatchImportMetaDataOnCreate"] is True
+    assert association["DataRepositoryPath"]["Fn::Join"][1][-1] == "/datasets/coco2017/"
+
+
+def test_fsx_service_role_may_decrypt_only_through_s3(default_app):
+    key = only(default_app.raw("-storage"), "AWS::KMS::Key")[1]
+    statement = next(s for s in key["Properties"]["KeyPolicy"]["Statement"] if s.get("Sid") == "FsxLinkedBucketRead")
+    assert statement["Condition"]["ArnLike"]["aws:PrincipalArn"]["Fn::Join"][1][-1].endswith(
+        "role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/*")
+    assert "kms:ViaService" in statement["Condition"]["StringEquals"]
+
+
+def test_datasync_copies_the_coco_prefix_to_efs_over_tls_mirroring_deletes(default_app):
+    template = default_app.template("-storage")
+    template.has_resource_properties("AWS::DataSync::LocationEFS", {
+        "InTransitEncryption": "TLS1_2", "Subdirectory": "/datasets/coco2017"})
+    template.has_resource_properties("AWS::DataSync::LocationS3", {"Subdirectory": "/datasets/coco2017/"})
+    template.has_resource_properties("AWS::DataSync::Task", {
+        "Name": "maskrcnn-s3-to-efs",
+        "Options": Match.object_like({"TransferMode": "CHANGED", "PreserveDeletedFiles": "REMOVE",
+                                      "VerifyMode": "ONLY_FILES_TRANSFERRED"}),
+        "CloudWatchLogGroupArn": Match.any_value()})
+
+
+def test_datasync_read_role_reads_only_the_coco_prefix(default_app):
+    raw = default_app.raw("-storage")
+    policy = only(raw, "AWS::IAM::Policy")[1]["Properties"]["PolicyDocument"]["Statement"]
+    actions = {a for s in policy for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    assert "s3:PutObject" not in actions and "s3:DeleteObject" not in actions
+    objects = next(s for s in policy if s["Action"] == "s3:GetObject")
+    assert objects["Resource"]["Fn::Join"][1][-1] == "/datasets/coco2017/*"
+
+
+def test_existing_efs_is_imported_with_new_mount_targets_and_scratch_2_fsx(variant_app):
+    raw = variant_app.raw("-storage")
+    assert not of_type(raw, "AWS::EFS::FileSystem")
+    targets = of_type(raw, "AWS::EFS::MountTarget").values()
+    assert len(targets) == 3
+    assert all(t["Properties"]["FileSystemId"] == "fs-0123456789abcdef0" for t in targets)
+    lustre = only(raw, "AWS::FSx::FileSystem")[1]["Properties"]["LustreConfiguration"]
+    assert lustre["DeploymentType"] == "SCRATCH_2" and "PerUnitStorageThroughput" not in lustre
