@@ -1,0 +1,81 @@
+"""Notebook: private, encrypted, no root, IMDSv2; a role that launches jobs into the VPC only."""
+
+import base64
+import json
+
+from tests.infra.test_training import of_type, statements_of
+
+
+def test_notebook_instance_is_private_encrypted_without_root_on_imdsv2(default_app):
+    raw = default_app.raw("-notebook")
+    (_, notebook), = of_type(raw, "AWS::SageMaker::NotebookInstance").items()
+    props = notebook["Properties"]
+    assert props["DirectInternetAccess"] == "Disabled"
+    assert props["RootAccess"] == "Disabled"
+    assert props["PlatformIdentifier"] == "notebook-al2023-v1"
+    assert props["InstanceMetadataServiceConfiguration"] == {"MinimumInstanceMetadataServiceVersion": "2"}
+    assert "Fn::ImportValue" in props["KmsKeyId"]
+    assert "Fn::ImportValue" in props["SubnetId"] and len(props["SecurityGroupIds"]) == 1
+    assert "DefaultCodeRepository" not in props
+
+
+def lifecycle_script(raw, hook):
+    (_, config), = of_type(raw, "AWS::SageMaker::NotebookInstanceLifecycleConfig").items()
+    content = config["Properties"][hook][0]["Content"]["Fn::Base64"]
+    return content if isinstance(content, str) else "".join(
+        part if isinstance(part, str) else "<token>" for part in content["Fn::Join"][1])
+
+
+def test_lifecycle_mounts_efs_with_tls_and_fsx_and_copies_notebooks_once(default_app):
+    raw = default_app.raw("-notebook")
+    on_start = lifecycle_script(raw, "OnStart")
+    assert "mount -t efs -o tls" in on_start
+    assert "mount -t lustre" in on_start
+    assert 'SSM_PATH="/maskrcnn"' in on_start
+    assert "@@" not in on_start and "exit 0" in on_start
+    on_create = lifecycle_script(raw, "OnCreate")
+    assert "aws s3 cp" in on_create and "unzip -q -n" in on_create
+
+
+def test_notebook_role_passes_only_the_job_roles_and_only_to_sagemaker(default_app):
+    statements = statements_of(default_app.raw("-notebook"), "NotebookRole")
+    passes = [s for s in statements if s["Action"] == "iam:PassRole"]
+    assert len(passes) == 1
+    assert passes[0]["Condition"] == {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}
+    assert len(passes[0]["Resource"]) == 2 and all("Fn::ImportValue" in r for r in passes[0]["Resource"])
+    actions = {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    assert "sagemaker:*" not in actions and not any(a.startswith("iam:") and a != "iam:PassRole" for a in actions)
+    assert not any(a.endswith("*") for a in actions), actions
+
+
+def test_jobs_can_only_be_created_in_the_training_subnets_and_group(default_app):
+    statements = statements_of(default_app.raw("-notebook"), "NotebookRole")
+    create, = [s for s in statements if s["Action"] == "sagemaker:CreateTrainingJob"]
+    assert create["Condition"]["Null"] == {"sagemaker:VpcSubnets": "false", "sagemaker:VpcSecurityGroupIds": "false"}
+    scoped = create["Condition"]["ForAllValues:StringEquals"]
+    assert len(scoped["sagemaker:VpcSubnets"]) == 2 and len(scoped["sagemaker:VpcSecurityGroupIds"]) == 1
+    assert json.dumps(create["Resource"]).count("training-job/maskrcnn-*") == 1
+
+
+def test_notebook_reads_its_parameters_and_starts_the_datasync_task(default_app):
+    statements = statements_of(default_app.raw("-notebook"), "NotebookRole")
+    ssm, = [s for s in statements if "ssm:GetParametersByPath" in s["Action"]]
+    assert json.dumps(ssm["Resource"]).count("parameter/maskrcnn") == 2
+    start, = [s for s in statements if "datasync:StartTaskExecution" in s["Action"]]
+    assert "Fn::ImportValue" in start["Resource"]
+
+
+def test_git_repository_gets_a_secret_in_the_form_sagemaker_reads(variant_app):
+    raw = variant_app.raw("-notebook")
+    (_, secret), = of_type(raw, "AWS::SecretsManager::Secret").items()
+    generator = secret["Properties"]["GenerateSecretString"]
+    assert json.loads(generator["SecretStringTemplate"]) == {"username": "ml-bot"}
+    assert generator["GenerateStringKey"] == "password"
+    (repo_id, repo), = of_type(raw, "AWS::SageMaker::CodeRepository").items()
+    git = repo["Properties"]["GitConfig"]
+    assert git["RepositoryUrl"] == "https://github.com/acme/maskrcnn-notebooks.git" and git["Branch"] == "main"
+    assert git["SecretArn"] == {"Ref": next(iter(of_type(raw, "AWS::SecretsManager::Secret")))}
+    (_, notebook), = of_type(raw, "AWS::SageMaker::NotebookInstance").items()
+    assert notebook["Properties"]["DefaultCodeRepository"] == {"Fn::GetAtt": [repo_id, "CodeRepositoryName"]}
+    statements = statements_of(raw, "NotebookRole")
+    assert any(s["Action"] == "secretsmanager:GetSecretValue" for s in statements)
