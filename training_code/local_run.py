@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -51,6 +52,8 @@ def _parse_args(argv):
     parser.add_argument("--work-dir", default="build/local-run",
                         help="where the /opt/ml tree and the dataset go (build/local-run)")
     parser.add_argument("--ranks", type=int, default=2, help="processes started by mpirun (2)")
+    parser.add_argument("--hosts", type=int, default=1,
+                        help="emulated hosts, each with its own /opt/ml tree (1)")
     parser.add_argument("--train-images", type=int, default=400,
                         help="synthetic training images (400)")
     parser.add_argument("--val-images", type=int, default=50,
@@ -108,84 +111,123 @@ def _prepare_dataset(args, work_dir: str, channel: str) -> None:
     print(f"dataset: generated and converted in {time.time() - started:.0f} s -> {channel}")
 
 
-def _layout(args, work_dir: str) -> dict:
-    """The /opt/ml tree and the SM_* environment the toolkit would give the program."""
-    opt_ml = os.path.join(work_dir, "opt_ml")
-    config = os.path.join(opt_ml, "input", "config")
-    channel = os.path.join(opt_ml, "input", "data", "train")
-    for sub in ("model", "output") + (() if args.resume else ("checkpoints",)):
-        shutil.rmtree(os.path.join(opt_ml, sub), ignore_errors=True)
-    for sub in ("model", "output/data", "checkpoints"):
-        os.makedirs(os.path.join(opt_ml, sub), exist_ok=True)
+def _host_names(count: int) -> list:
+    return [f"algo-{i + 1}" for i in range(count)]
+
+
+def _opt_ml(work_dir: str, host: str) -> str:
+    """algo-1 keeps the plain name: a one-host run has one tree, <work>/opt_ml."""
+    return os.path.join(work_dir, "opt_ml" if host == "algo-1" else f"opt_ml-{host}")
+
+
+def _layout(args, work_dir: str) -> list:
+    """One /opt/ml tree per emulated host; returns the SM_* environment of each host."""
+    hosts = _host_names(args.hosts)
     hps = _hyperparameters(args)
-    _write_json(os.path.join(config, "hyperparameters.json"), hps)
-    _write_json(os.path.join(config, "resourceconfig.json"), {
-        "current_host": "algo-1", "hosts": ["algo-1"], "network_interface_name": "lo"})
-    _write_json(os.path.join(config, "inputdataconfig.json"), {
-        "train": {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated"}})
-    _prepare_dataset(args, work_dir, channel)
-    return {
-        "OPT_ML_ROOT": opt_ml,
-        "SM_CHANNEL_TRAIN": channel,
-        "SM_MODEL_DIR": os.path.join(opt_ml, "model"),
-        "SM_OUTPUT_DATA_DIR": os.path.join(opt_ml, "output", "data"),
-        "SM_HOSTS": json.dumps(["algo-1"]),
-        "SM_CURRENT_HOST": "algo-1",
-        "SM_NUM_GPUS": "0",
-        "SM_HPS": json.dumps(hps),
-    }
+    shared_channel = os.path.join(_opt_ml(work_dir, "algo-1"), "input", "data", "train")
+    environments = []
+    for host in hosts:
+        opt_ml = _opt_ml(work_dir, host)
+        config = os.path.join(opt_ml, "input", "config")
+        for sub in ("model", "output") + (() if args.resume else ("checkpoints",)):
+            shutil.rmtree(os.path.join(opt_ml, sub), ignore_errors=True)
+        for sub in ("model", "output/data", "checkpoints"):
+            os.makedirs(os.path.join(opt_ml, sub), exist_ok=True)
+        _write_json(os.path.join(config, "hyperparameters.json"), hps)
+        _write_json(os.path.join(config, "resourceconfig.json"), {
+            "current_host": host, "hosts": hosts, "network_interface_name": "lo"})
+        _write_json(os.path.join(config, "inputdataconfig.json"), {
+            "train": {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated"}})
+        channel = os.path.join(opt_ml, "input", "data", "train")
+        if host == "algo-1":
+            _prepare_dataset(args, work_dir, channel)
+        elif not os.path.islink(channel):
+            # Every host sees the same (fully replicated) channel.
+            shutil.rmtree(channel, ignore_errors=True)
+            os.makedirs(os.path.dirname(channel), exist_ok=True)
+            os.symlink(shared_channel, channel)
+        environments.append({
+            "OPT_ML_ROOT": opt_ml,
+            "SM_CHANNEL_TRAIN": channel,
+            "SM_MODEL_DIR": os.path.join(opt_ml, "model"),
+            "SM_OUTPUT_DATA_DIR": os.path.join(opt_ml, "output", "data"),
+            "SM_HOSTS": json.dumps(hosts),
+            "SM_CURRENT_HOST": host,
+            "SM_NUM_GPUS": "0",
+            "SM_HPS": json.dumps(hps),
+        })
+    return environments
 
 
-def mpirun_command(ranks: int, env_names, program) -> list:
-    """mpirun as the SageMaker toolkit builds it, for one host."""
-    command = ["mpirun", "-np", str(ranks), "--oversubscribe", "--bind-to", "none",
+def mpirun_command(ranks_per_host: int, host_environments: list, program: str) -> list:
+    """mpirun as the SageMaker toolkit builds it; emulated hosts become MPMD app contexts, each
+    with its own /opt/ml tree, so ranks 0..n-1 run on algo-1, the next n on algo-2, ..."""
+    command = ["mpirun", "--oversubscribe", "--bind-to", "none",
                "-mca", "orte_abort_on_non_zero_status", "1", "-mca", "btl_tcp_if_include", "lo"]
     if os.geteuid() == 0:
         command.append("--allow-run-as-root")
-    for name in env_names:
-        command += ["-x", name]
-    return command + [sys.executable, program]
+    for index, host_env in enumerate(host_environments):
+        if index:
+            command.append(":")
+        command += ["-np", str(ranks_per_host)]
+        for name, value in sorted(host_env.items()):
+            command += ["-x", f"{name}={value}"]
+        command += ["-x", "PYTHONUNBUFFERED=1", "-x", "TF_CPP_MIN_LOG_LEVEL", sys.executable,
+                    program]
+    return command
+
+
+def _print_failures(host_environments: list) -> None:
+    for host_env in host_environments:
+        failure = os.path.join(host_env["OPT_ML_ROOT"], "output", "failure")
+        if os.path.exists(failure):
+            with open(failure, encoding="utf-8") as f:
+                print(f"failure ({host_env['SM_CURRENT_HOST']}):\n" + f.read())
 
 
 def main(argv=None) -> int:
     args = _parse_args(argv)
+    if args.ranks % args.hosts:
+        raise SystemExit(f"--ranks {args.ranks} is not a multiple of --hosts {args.hosts}")
     started = time.time()
     work_dir = os.path.abspath(args.work_dir)
-    sm_env = _layout(args, work_dir)
-    env = dict(os.environ, **sm_env, PYTHONUNBUFFERED="1")
+    host_environments = _layout(args, work_dir)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    command = mpirun_command(args.ranks, sorted(sm_env) + ["PYTHONUNBUFFERED",
-                                                           "TF_CPP_MIN_LOG_LEVEL"],
+    command = mpirun_command(args.ranks // args.hosts, host_environments,
                              os.path.join(HERE, "train.py"))
     print("running:", " ".join(command), flush=True)
     final = {}
     pattern = re.compile(r"^(eval/\S+): (\S+)$")
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, bufsize=1)
+    # A watchdog, not a check per line: a hung job prints nothing.
+    watchdog = threading.Timer(args.timeout, process.kill)
+    watchdog.start()
     try:
         for line in process.stdout:
             sys.stdout.write(line)
             match = pattern.match(line.strip())
             if match:
                 final[match.group(1)] = float(match.group(2))
-            if time.time() - started > args.timeout:
-                raise TimeoutError(f"job ran past --timeout {args.timeout} s")
         status = process.wait()
     except BaseException:
         process.kill()
         process.wait()
         raise
-    failure = os.path.join(sm_env["OPT_ML_ROOT"], "output", "failure")
+    finally:
+        watchdog.cancel()
+    if not watchdog.is_alive() and time.time() - started >= args.timeout:
+        print(f"local run stopped: it ran past --timeout {args.timeout} s")
+    sys.stdout.flush()
     print(f"\nlocal run finished in {time.time() - started:.0f} s with exit status {status}")
     if status != 0:
-        if os.path.exists(failure):
-            with open(failure, encoding="utf-8") as f:
-                print("failure:\n" + f.read())
+        _print_failures(host_environments)
         return status or 1
     for name in ("eval/bbox_AP", "eval/bbox_AP50", "eval/segm_AP", "eval/segm_AP50"):
         if name in final:
             print(metrics.format_line(name, final[name]))
-    print(f"SavedModel: {os.path.join(sm_env['SM_MODEL_DIR'], '1')}")
+    print(f"SavedModel: {os.path.join(host_environments[0]['SM_MODEL_DIR'], '1')}")
     return 0
 
 

@@ -152,12 +152,13 @@ class Trainer:
                 tf.summary.scalar(name, value)
         self.summary_writer.flush()
 
-    def _log_progress(self, window: List[Dict[str, np.ndarray]], seconds: float) -> None:
+    def _log_progress(self, window: List[Dict[str, np.ndarray]], timed_steps: int,
+                      seconds: float) -> None:
         means = {name: float(np.mean([w[name] for w in window])) for name in LOSS_NAMES}
         # A collective: every rank logs at the same steps, rank 0 prints the mean over ranks.
         means = {name: self.backend.mean(value) for name, value in means.items()}
         global_batch = self.hps.images_per_gpu * self.backend.size
-        images_per_sec = len(window) * global_batch / seconds
+        images_per_sec = timed_steps * global_batch / max(seconds, 1e-9)
         if not self.backend.is_chief:
             return
         step, total = self.step, self.schedule.total_steps
@@ -176,6 +177,13 @@ class Trainer:
         metric_lines.emit(values)
         self._write_summaries(values)
 
+    def _next_batch(self, iterator):
+        try:
+            return next(iterator)
+        except tf.errors.DataLossError as error:
+            raise RuntimeError(f"corrupt training data in {self.dataset.train_files}: "
+                               f"{error.message}; re-run the converter for this split") from None
+
     def run(self) -> Optional[Dict[str, float]]:
         """Trains to the end of the schedule, evaluates, exports. Returns final metrics on rank 0."""
         self._restore_and_broadcast()
@@ -192,20 +200,24 @@ class Trainer:
                 log.info("training steps %d..%d: %d ranks x %d images, %d steps per epoch",
                          self.step + 1, total, self.backend.size, hps.images_per_gpu,
                          schedule.steps_per_epoch)
-        window, window_start = [], time.time()
+        # Throughput is timed from the end of a step: the first one also traces the graph.
+        window, timed_steps, window_start = [], -1, time.time()
         while self.step < total:
-            images, labels = next(iterator)
+            images, labels = self._next_batch(iterator)
             if fail_at is not None and self.step + 1 >= fail_at:
                 raise RuntimeError(f"injected failure at step {self.step + 1} "
                                    f"({FAILURE_INJECTION_ENV})")
             losses = self._train_step(images, labels)
             window.append({name: value.numpy() for name, value in losses.items()})
+            timed_steps += 1
+            if timed_steps == 0:
+                window_start = time.time()
             step = self.step
             if not np.isfinite(window[-1]["total_loss"]):
                 raise FloatingPointError(f"loss is {window[-1]['total_loss']} at step {step}")
             if step % hps.log_every_steps == 0 or step == total:
-                self._log_progress(window, time.time() - window_start)
-                window, window_start = [], time.time()
+                self._log_progress(window, timed_steps, time.time() - window_start)
+                window, timed_steps, window_start = [], 0, time.time()
             if step % hps.checkpoint_every_steps == 0 and step < total:
                 self._save_checkpoint()
             if schedule.eval_every_steps and step % schedule.eval_every_steps == 0 and step < total:

@@ -1,0 +1,96 @@
+"""Model Garden config from hyperparameters, the learning-rate schedule, per-rank input sharding."""
+
+import os
+
+import pytest
+
+from maskrcnn_job import coco_to_tfrecord, experiment, hyperparameters
+
+
+@pytest.fixture(scope="module")
+def channel(small_coco, tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("channel"))
+    # 3 kB shards: several train files, so that file-level sharding is exercised too.
+    coco_to_tfrecord.convert_coco_dir(small_coco, out, shard_mb=0.003, progress=False)
+    return out
+
+
+def _hps(**overrides):
+    base = {"backbone": "resnet18", "model_preset": "compact", "image_size": "64",
+            "mixed_precision": "true"}
+    return hyperparameters.parse(dict(base, **overrides))
+
+
+def test_config_follows_hyperparameters_and_dataset(channel):
+    dataset = experiment.Dataset.from_channel(channel)
+    config = experiment.build(_hps(images_per_gpu="3"), dataset, num_ranks=4, use_gpu=False)
+    task = config.task
+    assert task.model.backbone.resnet.model_id == 18
+    assert task.model.input_size == [64, 64, 3]
+    assert task.model.num_classes == 4
+    assert task.model.anchor.anchor_size == 4.0  # compact preset
+    assert task.train_data.global_batch_size == 12
+    assert task.init_checkpoint is None
+    assert task.annotation_file.endswith("annotations/instances_val2017.json")
+    # Mixed precision only where there is a GPU.
+    assert config.runtime.mixed_precision_dtype == "float32"
+    gpu = experiment.build(_hps(backbone="resnet50", model_preset="standard"), dataset, 8, True)
+    assert gpu.runtime.mixed_precision_dtype == "float16"
+    assert gpu.task.train_data.dtype == "float16"
+    assert gpu.task.model.anchor.anchor_size == 8.0  # Model Garden's COCO default
+
+
+def test_learning_rate_schedule_scales_warms_up_and_decays():
+    from official.modeling import optimization
+
+    hps = _hps(base_learning_rate="0.01", warmup_steps="10", epochs="4", lr_decay_epochs="2,3")
+    schedule = experiment.Schedule.build(hps, num_train_images=200, num_ranks=4)
+    assert schedule.steps_per_epoch == 25  # 200 images / (2 images x 4 ranks)
+    assert schedule.total_steps == 100
+    assert schedule.decay_boundaries == [50, 75]
+    assert schedule.peak_learning_rate == pytest.approx(0.04)
+    config = optimization.OptimizationConfig(schedule.optimization_config(momentum=0.9))
+    lr = optimization.OptimizerFactory(config).build_learning_rate()
+    # PiecewiseConstantDecay: a boundary step still has the previous rate.
+    values = {step: float(lr(step)) for step in (0, 5, 10, 50, 51, 75, 76, 99)}
+    assert values[0] == pytest.approx(0.04 / 3)
+    assert values[5] == pytest.approx((0.04 / 3 + 0.04) / 2, rel=1e-5)
+    assert values[10] == values[50] == pytest.approx(0.04)
+    assert values[51] == values[75] == pytest.approx(0.004)
+    assert values[76] == values[99] == pytest.approx(0.0004)
+    max_steps = experiment.Schedule.build(_hps(max_steps="7"), 200, 4)
+    assert max_steps.total_steps == 7 and max_steps.decay_boundaries == []
+
+
+def test_missing_dataset_info_names_the_expected_layout(tmp_path):
+    with pytest.raises(FileNotFoundError, match="dataset_info.json is missing"):
+        experiment.Dataset.from_channel(str(tmp_path))
+
+
+@pytest.mark.parametrize("split", ["train", "val"])
+def test_ranks_read_disjoint_and_complete_shares(channel, split):
+    """Model Garden's InputReader with the input context each rank gets from the backend."""
+    import tensorflow as tf
+    from official.vision.tasks import maskrcnn
+
+    dataset = experiment.Dataset.from_channel(channel)
+    num_files = len([f for f in os.listdir(os.path.join(channel, "tfrecords"))
+                     if f.startswith(split + "-")])
+    config = experiment.build(_hps(), dataset, num_ranks=2, use_gpu=False)
+    task = maskrcnn.MaskRCNNTask(config.task)
+    data = config.task.validation_data
+    # The val config does not shuffle or repeat: one pass shows exactly which images a rank reads.
+    data.input_path = os.path.join(channel, "tfrecords", f"{split}-*.tfrecord")
+    data.global_batch_size = 2
+    seen = []
+    for rank in range(2):
+        context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=rank,
+                                             num_replicas_in_sync=2)
+        ids = [int(i) for _, labels in task.build_inputs(data, input_context=context)
+               for i in labels["groundtruths"]["source_id"].numpy()]
+        seen.append(ids)
+    expected = getattr(dataset, f"num_{split}_images")
+    assert num_files > (2 if split == "train" else 0)
+    assert seen[0] and seen[1]
+    assert not set(seen[0]) & set(seen[1])
+    assert len(seen[0]) + len(seen[1]) == expected == len(set(seen[0]) | set(seen[1]))
