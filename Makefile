@@ -12,6 +12,8 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 CDK := npx --no-install cdk
 
+# `cdk.json` runs `python3 app.py`: the virtual environment's python must come first.
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # Node 20 is end-of-life for jsii; the banner it prints on every synth is noise here.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
@@ -28,6 +30,7 @@ help:
 	@echo "make demo   - set up, synthesize the CDK app and summarize it, run the training job locally"
 	@echo "make test   - set up and run all tests"
 	@echo "make synth  - synthesize the CDK app into cdk.out (offline, cdk-nag applied)"
+	@echo "make lint   - synthesize, then cfn-lint every template"
 
 setup: apt $(VENV)/.horovod node_modules/.installed
 
@@ -78,7 +81,7 @@ test-training: setup
 	$(PY) -m pytest tests/training
 
 lint: synth
-	$(VENV)/bin/cfn-lint cdk.out/*.template.json cdk.out/assembly-*/*.template.json
+	$(VENV)/bin/cfn-lint $$(find cdk.out -name '*.template.json')
 
 clean:
 	rm -rf cdk.out .pytest_cache build

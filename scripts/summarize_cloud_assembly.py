@@ -36,6 +36,8 @@ def describe(value) -> str:
             return f"<{'.'.join(arg)}>"
         if fn == "Fn::ImportValue":
             return f"<import {describe(arg)}>"
+        if fn == "Fn::Sub":
+            return arg if isinstance(arg, str) else arg[0]
         if fn == "Fn::Join":
             return arg[0].join(describe(v) for v in arg[1])
     return json.dumps(value, separators=(",", ":"))[:80]
