@@ -11,7 +11,6 @@ from pathlib import Path
 
 from aws_cdk import CfnOutput, Fn, Stack
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
@@ -20,10 +19,10 @@ from stacks.config import DeploymentConfig
 from stacks.nag import acknowledge
 from stacks.permissions import bucket_prefixes, log_group_arn, policy
 from stacks.network_stack import NetworkStack
+from stacks.notebooks_asset import notebooks_asset
 from stacks.storage_stack import StorageStack
 from stacks.training_stack import CHECKPOINT_PREFIX, OUTPUT_PREFIX, PRETRAINED_PREFIX, TrainingStack
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 LIFECYCLE_DIR = Path(__file__).resolve().parent / "notebook_lifecycle"
 PLATFORM = "notebook-al2023-v1"
 
@@ -35,8 +34,7 @@ class NotebookStack(Stack):
                  network: NetworkStack, storage: StorageStack, training: TrainingStack, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.config = config
-        self.notebooks = s3_assets.Asset(self, "Notebooks", path=str(REPO_ROOT / "notebooks"),
-                                         exclude=["**/.ipynb_checkpoints", "**/__pycache__"])
+        self.notebooks = notebooks_asset(self, "Notebooks")
         self.role = iam.Role(
             self, "NotebookRole",
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com",

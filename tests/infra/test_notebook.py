@@ -3,6 +3,7 @@
 import base64
 import json
 
+from stacks.notebooks_asset import CONTRACT_MODULES, JOB_PACKAGE_DIR, NOTEBOOKS_DIR
 from tests.infra.test_training import of_type, statements_of
 
 
@@ -79,3 +80,13 @@ def test_git_repository_gets_a_secret_in_the_form_sagemaker_reads(variant_app):
     assert notebook["Properties"]["DefaultCodeRepository"] == {"Fn::GetAtt": [repo_id, "CodeRepositoryName"]}
     statements = statements_of(raw, "NotebookRole")
     assert any(s["Action"] == "secretsmanager:GetSecretValue" for s in statements)
+
+
+def test_notebooks_asset_ships_the_training_jobs_contract_beside_the_notebooks(default_app):
+    manifest = json.loads(next(default_app.outdir.glob("*notebook.assets.json")).read_text())
+    shipped, = [default_app.outdir / f["source"]["path"] for f in manifest["files"].values()
+                if f["source"].get("packaging") == "zip"]
+    assert (shipped / "README.md").read_text() == (NOTEBOOKS_DIR / "README.md").read_text()
+    for module in CONTRACT_MODULES:
+        assert (shipped / "maskrcnn_job" / module).read_text() == (JOB_PACKAGE_DIR / module).read_text()
+    assert sorted(p.name for p in (shipped / "maskrcnn_job").iterdir()) == ["__init__.py", *CONTRACT_MODULES]
