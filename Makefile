@@ -44,7 +44,7 @@ apt:
 	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
 	fi
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt training_code/requirements.txt
+$(VENV)/.installed: requirements.txt requirements-infra.txt requirements-dev.txt training_code/requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip wheel setuptools
 	$(PIP) install -r requirements-dev.txt

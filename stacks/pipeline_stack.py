@@ -61,7 +61,7 @@ class PipelineStack(Stack):
             input=source,
             install_commands=[
                 "npm ci --no-audit --no-fund",
-                "pip install -r requirements.txt pytest==9.2.0",
+                "pip install -r requirements-infra.txt",
             ],
             commands=[
                 "python -m pytest -q tests/infra",

@@ -32,7 +32,8 @@ def test_synth_step_installs_pinned_cli_and_runs_unit_tests_before_synth(pipelin
              if isinstance(p["Properties"]["Source"].get("BuildSpec"), str)
              and "cdk synth" in p["Properties"]["Source"]["BuildSpec"]]
     spec, = specs
-    assert "npm ci --no-audit --no-fund" in spec["phases"]["install"]["commands"]
+    assert spec["phases"]["install"]["commands"] == ["npm ci --no-audit --no-fund",
+                                                     "pip install -r requirements-infra.txt"]
     build = spec["phases"]["build"]["commands"]
     tests = build.index("python -m pytest -q tests/infra")
     synth = next(i for i, c in enumerate(build) if c.startswith("npx --no-install cdk synth"))
