@@ -1,0 +1,3 @@
+from maskrcnn_launcher.cli import main
+
+main()

@@ -1,0 +1,120 @@
+"""Command line: the notebooks' steps without Jupyter, e.g. from a pipeline.
+
+    python -m maskrcnn_launcher launch --data-source fsx --instances 2 [--dry-run] [--wait]
+    python -m maskrcnn_launcher stage-coco | sync-efs | fsx-status | follow <job>
+
+Exit status 2 with a message naming the bad value when the request is invalid.
+"""
+
+import argparse
+import json
+import sys
+
+from maskrcnn_launcher import data_prep, follow, instances, request, settings
+
+
+def _hyperparameter(text: str):
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=VALUE, e.g. max_steps=1000")
+    return key, value
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m maskrcnn_launcher", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ssm-path", help="the deployment's SSM path (default: $MASKRCNN_SSM_PATH, "
+                   "~/.maskrcnn/ssm-path, /maskrcnn)")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    launch = sub.add_parser("launch", help="start a Mask R-CNN training job")
+    defaults = request.LaunchOptions()
+    launch.add_argument("--data-source", choices=request.DATA_SOURCES, default=defaults.data_source)
+    launch.add_argument("--instance-type", default=defaults.instance_type,
+                        help=f"default {defaults.instance_type}; known GPU counts: "
+                        + ", ".join(f"{k}={v}" for k, v in instances.GPUS_PER_INSTANCE.items()))
+    launch.add_argument("--instances", type=int, default=defaults.instance_count)
+    launch.add_argument("--processes-per-host", type=int,
+                        help="Horovod ranks per instance (default: its GPU count)")
+    launch.add_argument("--hp", type=_hyperparameter, action="append", default=[],
+                        metavar="NAME=VALUE", help="training hyperparameter (repeatable)")
+    launch.add_argument("--spot", action="store_true", help="managed spot training")
+    launch.add_argument("--max-run-hours", type=float, default=defaults.max_run_hours)
+    launch.add_argument("--volume-gb", type=int, default=defaults.volume_size_gb)
+    launch.add_argument("--no-pretrained", action="store_true",
+                        help="no `pretrained` channel (train the backbone from scratch)")
+    launch.add_argument("--dry-run", action="store_true", help="print the request, send nothing")
+    launch.add_argument("--wait", action="store_true", help="wait for the end, print metrics")
+
+    stage = sub.add_parser("stage-coco", help="stage COCO 2017 into S3 (skipped if present)")
+    stage.add_argument("--dry-run", action="store_true")
+    stage.add_argument("--wait", action="store_true")
+    sub.add_parser("sync-efs", help="run the DataSync S3 -> EFS task and wait")
+    sub.add_parser("fsx-status", help="FSx data repository association status")
+    follow_p = sub.add_parser("follow", help="wait for a job, print its log and metrics")
+    follow_p.add_argument("job_name")
+    return p
+
+
+def _follow(boto_session, job_name: str) -> None:
+    job = follow.wait_for_job(boto_session.client("sagemaker"), job_name)
+    lines = list(follow.log_lines(boto_session.client("logs"), job_name))
+    for line in lines:
+        print(line)
+    print(json.dumps({"job": job_name, "status": job["TrainingJobStatus"],
+                      "final_metrics": follow.final_metrics(job),
+                      "metrics_from_log": follow.metrics_from_lines(lines)}, indent=1))
+
+
+def run(args) -> None:
+    deployment, boto_session = settings.connect(args.ssm_path)
+    if args.command == "launch":
+        options = request.LaunchOptions(
+            data_source=args.data_source, instance_type=args.instance_type,
+            instance_count=args.instances, processes_per_host=args.processes_per_host,
+            hyperparameters=dict(args.hp), use_spot=args.spot, max_run_hours=args.max_run_hours,
+            volume_size_gb=args.volume_gb, use_pretrained=not args.no_pretrained)
+        job = request.build_training_request(deployment, options)
+        if args.dry_run:
+            print(json.dumps(job, indent=1))
+            return
+        from maskrcnn_launcher import submit  # the SDK is imported only to send
+        name = submit.submit(job, deployment, boto_session)
+        print(f"started {name}")
+        if args.wait:
+            _follow(boto_session, name)
+    elif args.command == "stage-coco":
+        if data_prep.dataset_staged(boto_session.client("s3"), deployment):
+            print(f"{deployment.data_s3_uri}{data_prep.COMPLETE_MARKER} exists: already staged")
+            return
+        job = request.build_staging_request(deployment)
+        if args.dry_run:
+            print(json.dumps(job, indent=1))
+            return
+        running = data_prep.running_staging_job(boto_session.client("sagemaker"), deployment)
+        if running:
+            print(f"staging job {running} is already running")
+            name = running
+        else:
+            from maskrcnn_launcher import submit
+            name = submit.submit(job, deployment, boto_session, job_channels=False)
+            print(f"started {name}")
+        if args.wait:
+            _follow(boto_session, name)
+    elif args.command == "sync-efs":
+        data_prep.sync_to_efs(boto_session.client("datasync"), deployment)
+    elif args.command == "fsx-status":
+        print(json.dumps(data_prep.fsx_import_status(boto_session.client("fsx"), deployment),
+                         indent=1))
+    elif args.command == "follow":
+        _follow(boto_session, args.job_name)
+
+
+def main(argv=None) -> None:
+    args = parser().parse_args(argv)
+    try:
+        run(args)
+    except (request.LaunchRequestError, instances.InstanceTypeError,
+            settings.SettingsError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,62 @@
+"""SageMaker training instance types: the format check and how many GPUs (Horovod ranks) each has."""
+
+import re
+from typing import Optional
+
+# One Horovod rank per GPU. Counts from the EC2 instance-type pages; extend here, nowhere else.
+GPUS_PER_INSTANCE = {
+    "ml.p3.2xlarge": 1,
+    "ml.p3.8xlarge": 4,
+    "ml.p3.16xlarge": 8,
+    "ml.p3dn.24xlarge": 8,
+    "ml.p4d.24xlarge": 8,
+    "ml.p4de.24xlarge": 8,
+    "ml.p5.48xlarge": 8,
+    "ml.p5e.48xlarge": 8,
+    "ml.p5en.48xlarge": 8,
+    "ml.g4dn.12xlarge": 4,
+    "ml.g4dn.metal": 8,
+    "ml.g5.xlarge": 1,
+    "ml.g5.2xlarge": 1,
+    "ml.g5.12xlarge": 4,
+    "ml.g5.24xlarge": 4,
+    "ml.g5.48xlarge": 8,
+    "ml.g6.xlarge": 1,
+    "ml.g6.12xlarge": 4,
+    "ml.g6.24xlarge": 4,
+    "ml.g6.48xlarge": 8,
+    "ml.g6e.12xlarge": 4,
+    "ml.g6e.48xlarge": 8,
+}
+
+# ml.<family><generation><options>.<size>, e.g. ml.p4d.24xlarge, ml.g5.xlarge, ml.m5.large.
+INSTANCE_TYPE_PATTERN = re.compile(r"^ml\.[a-z]+[0-9]+[a-z-]*\.([0-9]*xlarge|large|medium|metal)$")
+
+
+class InstanceTypeError(ValueError):
+    """The instance type is malformed, or its GPU count is unknown and was not given."""
+
+
+def check_instance_type(instance_type: str) -> str:
+    if not INSTANCE_TYPE_PATTERN.match(instance_type or ""):
+        raise InstanceTypeError(
+            f"instance type {instance_type!r} is not a SageMaker training instance type; "
+            "expected the form ml.<family>.<size>, e.g. ml.p4d.24xlarge or ml.p3dn.24xlarge")
+    return instance_type
+
+
+def processes_per_host(instance_type: str, explicit: Optional[int] = None) -> int:
+    """Horovod ranks per instance: one per GPU, or `explicit` (e.g. for a type not in the table,
+    or 1 to run a CPU instance)."""
+    check_instance_type(instance_type)
+    if explicit is not None:
+        if explicit < 1:
+            raise InstanceTypeError(f"processes per host must be >= 1, got {explicit}")
+        return explicit
+    try:
+        return GPUS_PER_INSTANCE[instance_type]
+    except KeyError:
+        known = ", ".join(sorted(GPUS_PER_INSTANCE))
+        raise InstanceTypeError(
+            f"GPU count of {instance_type!r} is unknown; pass the processes per host explicitly "
+            f"(CLI --processes-per-host, one per GPU) or use one of: {known}") from None

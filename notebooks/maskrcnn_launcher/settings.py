@@ -1,0 +1,144 @@
+"""The deployment's values, read from SSM Parameter Store: nothing copied from stack outputs.
+
+The training stack publishes one parameter per value under a path (default `/maskrcnn`). On the
+notebook instance the lifecycle configuration writes that path to `~/.maskrcnn/ssm-path`.
+"""
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Dict, Optional, Tuple
+
+DEFAULT_SSM_PATH = "/maskrcnn"
+SSM_PATH_FILE = Path("~/.maskrcnn/ssm-path")
+SSM_PATH_ENV = "MASKRCNN_SSM_PATH"
+
+
+class SettingsError(RuntimeError):
+    """A parameter the launcher needs is missing or malformed."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Deployment:
+    """Every value a launcher needs, one field per SSM parameter (leaf name with '-' -> '_')."""
+
+    ssm_path: str
+    region: str
+    job_name_prefix: str
+    data_bucket: str
+    data_prefix: str
+    pretrained_prefix: str
+    output_prefix: str
+    checkpoint_prefix: str
+    kms_key_arn: str
+    efs_id: str
+    efs_data_path: str
+    datasync_task_arn: str
+    subnet_ids: Tuple[str, ...]
+    security_group_ids: Tuple[str, ...]
+    training_role_arn: str
+    staging_role_arn: str
+    training_image_uri: str
+    # Absent when the deployment has FSx disabled.
+    fsx_id: Optional[str] = None
+    fsx_mount_name: Optional[str] = None
+    fsx_data_path: Optional[str] = None
+
+    @property
+    def data_s3_uri(self) -> str:
+        return f"s3://{self.data_bucket}/{self.data_prefix}"
+
+    @property
+    def pretrained_s3_uri(self) -> str:
+        return f"s3://{self.data_bucket}/{self.pretrained_prefix}"
+
+    @property
+    def output_s3_uri(self) -> str:
+        return f"s3://{self.data_bucket}/{self.output_prefix}"
+
+    def checkpoint_s3_uri(self, job_name: str) -> str:
+        return f"s3://{self.data_bucket}/{self.checkpoint_prefix}{job_name}/"
+
+    @property
+    def fsx_enabled(self) -> bool:
+        return self.fsx_id is not None
+
+
+_OPTIONAL = {"fsx-id", "fsx-mount-name", "fsx-data-path"}
+_LISTS = {"subnet-ids", "security-group-ids"}
+
+
+def _field_name(parameter: str) -> str:
+    return parameter.replace("-", "_")
+
+
+def parameter_names() -> Tuple[str, ...]:
+    return tuple(f.name.replace("_", "-") for f in dataclasses.fields(Deployment)
+                 if f.name != "ssm_path")
+
+
+def resolve_ssm_path(explicit: Optional[str] = None) -> str:
+    """Explicit argument, else $MASKRCNN_SSM_PATH, else ~/.maskrcnn/ssm-path, else /maskrcnn."""
+    path = explicit or os.environ.get(SSM_PATH_ENV)
+    if not path:
+        path_file = SSM_PATH_FILE.expanduser()
+        path = path_file.read_text().strip() if path_file.exists() else DEFAULT_SSM_PATH
+    if not path.startswith("/"):
+        raise SettingsError(f"SSM path {path!r} must start with '/', e.g. {DEFAULT_SSM_PATH}")
+    return path.rstrip("/")
+
+
+def from_parameters(ssm_path: str, values: Dict[str, str]) -> Deployment:
+    """Builds the Deployment from {leaf name: value}; names every missing parameter at once."""
+    missing = [n for n in parameter_names() if n not in values and n not in _OPTIONAL]
+    if missing:
+        raise SettingsError(
+            f"SSM parameters missing under {ssm_path}/: {', '.join(missing)}. Is the training "
+            f"stack of this deployment deployed, and is {ssm_path} its path?")
+    fields = {"ssm_path": ssm_path}
+    for name in parameter_names():
+        if name not in values:
+            continue
+        value = values[name].strip()
+        if name in _LISTS:
+            items = tuple(v.strip() for v in value.split(",") if v.strip())
+            fields[_field_name(name)] = items
+        else:
+            fields[_field_name(name)] = value
+    for prefix in ("data-prefix", "pretrained-prefix", "output-prefix", "checkpoint-prefix"):
+        if not values[prefix].endswith("/") or values[prefix].startswith("/"):
+            raise SettingsError(f"SSM parameter {ssm_path}/{prefix}={values[prefix]!r}: "
+                                "expected a key prefix like 'datasets/coco2017/'")
+    return Deployment(**fields)
+
+
+def load(ssm_client, ssm_path: Optional[str] = None) -> Deployment:
+    """Reads every parameter under the path (GetParametersByPath, all pages)."""
+    path = resolve_ssm_path(ssm_path)
+    values: Dict[str, str] = {}
+    for page in ssm_client.get_paginator("get_parameters_by_path").paginate(
+            Path=path, Recursive=False, WithDecryption=True):
+        for parameter in page["Parameters"]:
+            values[parameter["Name"][len(path) + 1:]] = parameter["Value"]
+    if not values:
+        raise SettingsError(
+            f"no SSM parameters under {path}/ in region {ssm_client.meta.region_name}. Deploy "
+            f"the stacks, or point {SSM_PATH_ENV} (or ~/.maskrcnn/ssm-path) at the deployment's path")
+    return from_parameters(path, values)
+
+
+def connect(ssm_path: Optional[str] = None, boto_session=None):
+    """(Deployment, boto3 Session) for the current credentials and region; the region must be the
+    deployment's (its SSM `region` parameter)."""
+    import boto3
+
+    session = boto_session or boto3.session.Session()
+    if not session.region_name:
+        raise SettingsError("no AWS region configured: set AWS_DEFAULT_REGION (the notebook "
+                            "instance has it already)")
+    deployment = load(session.client("ssm"), ssm_path)
+    if deployment.region != session.region_name:
+        raise SettingsError(f"the deployment under {deployment.ssm_path} is in {deployment.region}, "
+                            f"this session in {session.region_name}: set AWS_DEFAULT_REGION="
+                            f"{deployment.region}")
+    return deployment, session

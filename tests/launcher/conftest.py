@@ -1,0 +1,127 @@
+"""One local AWS per session (moto on 127.0.0.1), seeded with what a deployment publishes."""
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = ROOT / "notebooks"
+TRAINING_CODE = ROOT / "training_code"
+for path in (str(NOTEBOOKS), str(TRAINING_CODE)):
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+from tests.launcher.fake_aws import FakeAws  # noqa: E402
+
+# Deliberately not us-east-1: nothing in the launcher or notebooks may assume a region.
+REGION = "eu-west-2"
+SSM_PATH = "/maskrcnn-test"
+JOB_PREFIX = "maskrcnn-test"
+BUCKET = "maskrcnn-test-data-123456789012"
+FSX_MOUNT_NAME = "abcd1234"  # moto returns no MountName (NOTES §4)
+
+
+def _environment(endpoint: str) -> dict:
+    return {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_REGION": REGION,
+        "AWS_CONFIG_FILE": "/dev/null",
+        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+        "SAGEMAKER_VALIDATE_ROLE": "false",
+        "MASKRCNN_SSM_PATH": SSM_PATH,
+        "MASKRCNN_POLL_SECONDS": "0",
+        # Anything that tries the internet fails at once instead of leaving this machine.
+        "HTTP_PROXY": "http://127.0.0.1:9",
+        "HTTPS_PROXY": "http://127.0.0.1:9",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "PYTHONPATH": os.pathsep.join([str(NOTEBOOKS), str(TRAINING_CODE)]),
+    }
+
+
+def _seed(aws: FakeAws) -> dict:
+    ec2 = aws.client("ec2")
+    vpc = ec2.create_vpc(CidrBlock="10.40.0.0/16")["Vpc"]["VpcId"]
+    subnets = [ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.40.{i}.0/24",
+                                 AvailabilityZone=f"{REGION}{az}")["Subnet"]["SubnetId"]
+               for i, az in ((0, "a"), (1, "b"))]
+    sg = ec2.create_security_group(GroupName="training", Description="training",
+                                   VpcId=vpc)["GroupId"]
+    aws.client("s3").create_bucket(Bucket=BUCKET,
+                                   CreateBucketConfiguration={"LocationConstraint": REGION})
+    aws.client("s3").put_object(Bucket=BUCKET, Key="pretrained/ckpt-28080.index", Body=b"x")
+    efs_id = aws.client("efs").create_file_system(CreationToken="coco")["FileSystemId"]
+    fsx_id = aws.client("fsx").create_file_system(
+        FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnets[0]],
+        LustreConfiguration={"DeploymentType": "PERSISTENT_2",
+                             "PerUnitStorageThroughput": 250})["FileSystem"]["FileSystemId"]
+    iam = aws.client("iam")
+    trust = '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"sagemaker.amazonaws.com"},"Action":"sts:AssumeRole"}]}'
+    training_role = iam.create_role(RoleName="training", AssumeRolePolicyDocument=trust)["Role"]["Arn"]
+    staging_role = iam.create_role(RoleName="staging", AssumeRolePolicyDocument=trust)["Role"]["Arn"]
+    datasync = aws.client("datasync")
+    source = datasync.create_location_s3(
+        S3BucketArn=f"arn:aws:s3:::{BUCKET}", Subdirectory="/datasets/coco2017",
+        S3Config={"BucketAccessRoleArn": staging_role})["LocationArn"]
+    target = datasync.create_location_smb(  # moto has no EFS location; only the task ARN matters
+        ServerHostname="efs", Subdirectory="/datasets/coco2017", User="u", Password="p",
+        AgentArns=["arn:aws:datasync:eu-west-2:123456789012:agent/agent-1"])["LocationArn"]
+    task = datasync.create_task(SourceLocationArn=source, DestinationLocationArn=target,
+                                Name="coco-to-efs")["TaskArn"]
+    key = aws.client("kms").create_key()["KeyMetadata"]["Arn"]
+    values = {
+        "region": REGION,
+        "job-name-prefix": JOB_PREFIX,
+        "data-bucket": BUCKET,
+        "data-prefix": "datasets/coco2017/",
+        "pretrained-prefix": "pretrained/",
+        "output-prefix": "jobs/",
+        "checkpoint-prefix": "checkpoints/",
+        "kms-key-arn": key,
+        "efs-id": efs_id,
+        "efs-data-path": "/datasets/coco2017",
+        "fsx-id": fsx_id,
+        "fsx-mount-name": FSX_MOUNT_NAME,
+        "fsx-data-path": f"/{FSX_MOUNT_NAME}/datasets/coco2017",
+        "datasync-task-arn": task,
+        "subnet-ids": ",".join(subnets),
+        "security-group-ids": sg,
+        "training-role-arn": training_role,
+        "staging-role-arn": staging_role,
+        "training-image-uri": (f"123456789012.dkr.ecr.{REGION}.amazonaws.com/"
+                               "cdk-hnb659fds-container-assets-123456789012:0123abcd"),
+    }
+    ssm = aws.client("ssm")
+    for name, value in values.items():
+        ssm.put_parameter(Name=f"{SSM_PATH}/{name}", Value=value, Type="String")
+    aws.associations.append({
+        "AssociationId": "dra-0123456789abcdef0", "FileSystemId": fsx_id, "Lifecycle": "AVAILABLE",
+        "FileSystemPath": "/datasets/coco2017",
+        "DataRepositoryPath": f"s3://{BUCKET}/datasets/coco2017/",
+        "S3": {"AutoImportPolicy": {"Events": ["NEW", "CHANGED", "DELETED"]}}})
+    return values
+
+
+@pytest.fixture(scope="session")
+def fake_aws():
+    aws = FakeAws(REGION).start()
+    saved = dict(os.environ)
+    os.environ.update(_environment(aws.endpoint))
+    aws.parameters = _seed(aws)
+    aws.environment = _environment(aws.endpoint)
+    yield aws
+    os.environ.clear()
+    os.environ.update(saved)
+    aws.stop()
+
+
+@pytest.fixture
+def deployment(fake_aws):
+    from maskrcnn_launcher import settings
+
+    return settings.load(fake_aws.client("ssm"), SSM_PATH)
