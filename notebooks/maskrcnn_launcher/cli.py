@@ -84,23 +84,7 @@ def run(args) -> None:
         if args.wait:
             _follow(boto_session, name)
     elif args.command == "stage-coco":
-        if data_prep.dataset_staged(boto_session.client("s3"), deployment):
-            print(f"{deployment.data_s3_uri}{data_prep.COMPLETE_MARKER} exists: already staged")
-            return
-        job = request.build_staging_request(deployment)
-        if args.dry_run:
-            print(json.dumps(job, indent=1))
-            return
-        running = data_prep.running_staging_job(boto_session.client("sagemaker"), deployment)
-        if running:
-            print(f"staging job {running} is already running")
-            name = running
-        else:
-            from maskrcnn_launcher import submit
-            name = submit.submit(job, deployment, boto_session, job_channels=False)
-            print(f"started {name}")
-        if args.wait:
-            _follow(boto_session, name)
+        data_prep.stage_coco(boto_session, deployment, wait=args.wait, dry_run=args.dry_run)
     elif args.command == "sync-efs":
         data_prep.sync_to_efs(boto_session.client("datasync"), deployment)
     elif args.command == "fsx-status":

@@ -81,3 +81,35 @@ def fsx_import_status(fsx_client, deployment: Deployment) -> List[dict]:
         if not page.get("NextToken"):
             return found
         paginator_kwargs["NextToken"] = page["NextToken"]
+
+
+def stage_coco(boto_session, deployment: Deployment, wait: bool = True, dry_run: bool = False,
+               echo: Callable[[str], None] = print) -> Optional[str]:
+    """Runs the staging job unless the data prefix is complete or a staging job is running
+    (then follows that one). Returns the job name, or None when there was nothing to do."""
+    from maskrcnn_launcher import request as job_request
+
+    s3 = boto_session.client("s3")
+    sagemaker_client = boto_session.client("sagemaker")
+    if dataset_staged(s3, deployment):
+        echo(f"{deployment.data_s3_uri}{COMPLETE_MARKER} exists: COCO 2017 is already staged")
+        return None
+    job = job_request.build_staging_request(deployment)
+    if dry_run:
+        echo(f"would start {job['TrainingJobName']} writing {deployment.data_s3_uri}")
+        return None
+    name = running_staging_job(sagemaker_client, deployment)
+    if name:
+        echo(f"staging job {name} is already running: following it")
+    else:
+        from maskrcnn_launcher import submit  # the SDK is imported only to send
+
+        name = submit.submit(job, deployment, boto_session, job_channels=False)
+        echo(f"started {name}: downloads ~19 GB, converts, uploads to {deployment.data_s3_uri}")
+    if wait:
+        follow.wait_for_job(sagemaker_client, name, echo=echo)
+        if not dataset_staged(s3, deployment):
+            raise RuntimeError(f"{name} completed but {deployment.data_s3_uri}{COMPLETE_MARKER} "
+                               "is missing: see the job's log")
+        echo(f"staged: {deployment.data_s3_uri}")
+    return name

@@ -7,8 +7,10 @@
 """
 
 import io
+import logging
 import json
 import threading
+import time
 from typing import Dict, List
 
 import boto3
@@ -16,6 +18,9 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoReque
 from werkzeug.serving import make_server
 
 from maskrcnn_job import metrics as job_metrics
+
+# One line per request would bury the test output.
+logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
 CREATE_TRAINING_JOB = "SageMaker.CreateTrainingJob"
 DESCRIBE_DRA = "AWSSimbaAPIService_v20180301.DescribeDataRepositoryAssociations"
@@ -106,6 +111,7 @@ class FakeAws:
             pass
         stream = f"{name}/algo-1-1700000000"
         logs.create_log_stream(logGroupName=group, logStreamName=stream)
+        now_ms = int(time.time() * 1000)  # CloudWatch drops events older than 14 days
         logs.put_log_events(logGroupName=group, logStreamName=stream, logEvents=[
-            {"timestamp": 1700000000000 + i, "message": line}
+            {"timestamp": now_ms + i, "message": line}
             for i, line in enumerate(TRAINING_LOG)])

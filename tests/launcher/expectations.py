@@ -1,0 +1,44 @@
+"""Assertions on a captured CreateTrainingJob request, shared by the notebook and CLI tests."""
+
+from maskrcnn_job import metrics as job_metrics
+
+from tests.launcher.conftest import BUCKET, JOB_PREFIX
+
+
+def assert_training_request(sent: dict, params: dict, data_source: str, instance_type: str,
+                            instance_count: int, ranks_per_host: int, spot: bool = False) -> None:
+    name = sent["TrainingJobName"]
+    assert name.startswith(f"{JOB_PREFIX}-{data_source}-")
+    train = next(c for c in sent["InputDataConfig"] if c["ChannelName"] == "train")["DataSource"]
+    if data_source == "s3":
+        assert train == {"S3DataSource": {"S3DataType": "S3Prefix",
+                                          "S3Uri": f"s3://{BUCKET}/datasets/coco2017/",
+                                          "S3DataDistributionType": "FullyReplicated"}}
+    else:
+        fs_id, fs_type, path = {
+            "efs": (params["efs-id"], "EFS", "/datasets/coco2017"),
+            "fsx": (params["fsx-id"], "FSxLustre", f"/{params['fsx-mount-name']}/datasets/coco2017"),
+        }[data_source]
+        assert train == {"FileSystemDataSource": {
+            "FileSystemId": fs_id, "FileSystemType": fs_type, "FileSystemAccessMode": "ro",
+            "DirectoryPath": path}}
+    assert {c["ChannelName"] for c in sent["InputDataConfig"]} == {"train", "pretrained"}
+    assert sent["VpcConfig"] == {"Subnets": params["subnet-ids"].split(","),
+                                 "SecurityGroupIds": params["security-group-ids"].split(",")}
+    hps = sent["HyperParameters"]
+    assert hps["sagemaker_mpi_enabled"] == "true"
+    assert hps["sagemaker_mpi_num_of_processes_per_host"] == str(ranks_per_host)
+    assert "-x HOROVOD_FUSION_THRESHOLD" in hps["sagemaker_mpi_custom_mpi_options"]
+    spec = sent["AlgorithmSpecification"]
+    assert spec["TrainingImage"] == params["training-image-uri"]
+    assert spec["MetricDefinitions"] == job_metrics.METRIC_DEFINITIONS
+    assert sent["RoleArn"] == params["training-role-arn"]
+    assert sent["ResourceConfig"]["InstanceType"] == instance_type
+    assert sent["ResourceConfig"]["InstanceCount"] == instance_count
+    assert sent["OutputDataConfig"]["S3OutputPath"] == f"s3://{BUCKET}/jobs/"
+    assert sent["CheckpointConfig"] == {"S3Uri": f"s3://{BUCKET}/checkpoints/{name}/",
+                                        "LocalPath": "/opt/ml/checkpoints"}
+    assert sent.get("EnableManagedSpotTraining", False) is spot
+    if spot:
+        stop = sent["StoppingCondition"]
+        assert stop["MaxWaitTimeInSeconds"] >= stop["MaxRuntimeInSeconds"]

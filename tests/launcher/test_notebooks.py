@@ -1,0 +1,109 @@
+"""Every notebook executed end to end (nbclient, this venv's kernel) against the local AWS; the
+CreateTrainingJob requests they send are captured and checked."""
+
+import json
+import re
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from tests.launcher.conftest import BUCKET, NOTEBOOKS
+from tests.launcher.expectations import assert_training_request
+
+NOTEBOOK_NAMES = ["prepare-data.ipynb", "mask-rcnn-s3.ipynb", "mask-rcnn-efs.ipynb",
+                  "mask-rcnn-fsx.ipynb"]
+
+
+def execute(name: str, parameters: dict = None) -> str:
+    """Runs the notebook; `parameters` replaces lines of its cell tagged `parameters`, as a user
+    would edit them. Returns the text of all outputs."""
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    for cell in nb.cells:
+        if parameters and "parameters" in cell.metadata.get("tags", []):
+            lines = cell.source.splitlines()
+            for key, value in parameters.items():
+                index = next(i for i, line in enumerate(lines) if line.startswith(f"{key} ="))
+                lines[index] = f"{key} = {value!r}"
+            cell.source = "\n".join(lines)
+    NotebookClient(nb, timeout=180, kernel_name="python3",
+                   resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    texts = []
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            texts.append(output.get("text", "") or json.dumps(output.get("data", {})))
+    return "\n".join(texts)
+
+
+@pytest.mark.parametrize("name", NOTEBOOK_NAMES)
+def test_notebook_is_committed_without_outputs(name):
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    nbformat.validate(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, name
+
+
+@pytest.mark.parametrize("name", NOTEBOOK_NAMES)
+def test_notebook_has_no_hardcoded_account_or_region(name):
+    text = (NOTEBOOKS / name).read_text()
+    for literal in ("us-east-1\"", "eu-west-2", "123456789012", "fs-", "subnet-", "sg-", "arn:aws"):
+        assert literal not in text, f"{name} hard-codes {literal}"
+
+
+@pytest.mark.parametrize("source", ["efs", "fsx"])
+def test_launch_notebook_sends_the_expected_request(fake_aws, source):
+    before = len(fake_aws.requests_since(0))
+    output = execute(f"mask-rcnn-{source}.ipynb")
+    sent = fake_aws.requests_since(before)
+    assert len(sent) == 1
+    assert_training_request(sent[0], fake_aws.parameters, source, "ml.p4d.24xlarge", 2, 8)
+    # The job's metric lines came back through CloudWatch and the job's own regexes.
+    assert re.search(r"^eval/bbox_AP +0\.377$", output, re.M)
+    assert re.search(r"^eval/segm_AP +0\.339$", output, re.M)
+    assert re.search(r"^train/loss +0\.75$", output, re.M)  # the last value, not the first
+    assert f"s3://{BUCKET}/checkpoints/{sent[0]['TrainingJobName']}/" in output
+
+
+def test_s3_notebook_with_the_users_choices(fake_aws):
+    before = len(fake_aws.requests_since(0))
+    execute("mask-rcnn-s3.ipynb", {"INSTANCE_TYPE": "ml.p3dn.24xlarge", "INSTANCE_COUNT": 1,
+                                   "USE_SPOT": True, "HYPERPARAMETERS": {"max_steps": 500}})
+    sent = fake_aws.requests_since(before)
+    assert len(sent) == 1
+    assert_training_request(sent[0], fake_aws.parameters, "s3", "ml.p3dn.24xlarge", 1, 8,
+                            spot=True)
+    assert sent[0]["HyperParameters"]["max_steps"] == "500"
+
+
+def test_launch_notebook_stops_on_a_bad_hyperparameter(fake_aws):
+    before = len(fake_aws.requests_since(0))
+    with pytest.raises(Exception, match="unknown hyperparameter.*learning_rat"):
+        execute("mask-rcnn-fsx.ipynb", {"HYPERPARAMETERS": {"learning_rat": 0.1}})
+    assert fake_aws.requests_since(before) == []
+
+
+def test_prepare_data_stages_syncs_reports_and_can_rerun(fake_aws):
+    s3 = fake_aws.client("s3")
+    assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET, Prefix="datasets/coco2017/")
+    before = len(fake_aws.requests_since(0))
+    first = execute("prepare-data.ipynb")
+    sent = fake_aws.requests_since(before)
+    assert len(sent) == 1
+    staging = sent[0]
+    params = fake_aws.parameters
+    assert staging["TrainingJobName"].startswith("maskrcnn-test-stage-coco-")
+    assert staging["RoleArn"] == params["staging-role-arn"]
+    assert staging["AlgorithmSpecification"]["TrainingImage"] == params["training-image-uri"]
+    assert staging["HyperParameters"]["sagemaker_program"] == "stage_coco.py"
+    assert staging["HyperParameters"]["s3_uri"] == f"s3://{BUCKET}/datasets/coco2017/"
+    assert staging["VpcConfig"]["Subnets"] == params["subnet-ids"].split(",")
+    assert staging["VpcConfig"]["SecurityGroupIds"] == params["security-group-ids"].split(",")
+    assert "DataSync: SUCCESS" in first
+    assert "dra-0123456789abcdef0: AVAILABLE" in first
+    assert "auto-import NEW,CHANGED,DELETED" in first
+
+    second = execute("prepare-data.ipynb")
+    assert fake_aws.requests_since(before + 1) == []  # staged already: no second job
+    assert "already staged" in second
+    assert "DataSync: SUCCESS" in second
