@@ -1,0 +1,78 @@
+"""The CLI against the local AWS, as a pipeline would run it, and its validation errors."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.launcher.conftest import NOTEBOOKS
+from tests.launcher.expectations import assert_training_request
+
+
+def cli(fake_aws, *args):
+    env = dict(os.environ, **fake_aws.environment)
+    return subprocess.run([sys.executable, "-m", "maskrcnn_launcher", *args], cwd=NOTEBOOKS,
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_launch_sends_the_request_and_follows_the_job(fake_aws):
+    before = len(fake_aws.requests_since(0))
+    result = cli(fake_aws, "launch", "--data-source", "efs", "--instances", "3",
+                 "--instance-type", "ml.g5.12xlarge", "--hp", "max_steps=1000", "--wait")
+    assert result.returncode == 0, result.stderr
+    sent = fake_aws.requests_since(before)
+    assert len(sent) == 1
+    assert_training_request(sent[0], fake_aws.parameters, "efs", "ml.g5.12xlarge", 3, 4)
+    assert sent[0]["HyperParameters"]["max_steps"] == "1000"
+    summary = json.loads(result.stdout[result.stdout.index("{\n"):])
+    assert summary["status"] == "Completed"
+    assert summary["metrics_from_log"]["eval/segm_AP"] == pytest.approx(0.339)
+
+
+def test_dry_run_prints_the_request_and_sends_nothing(fake_aws):
+    before = len(fake_aws.requests_since(0))
+    result = cli(fake_aws, "launch", "--data-source", "fsx", "--dry-run")
+    assert result.returncode == 0, result.stderr
+    request = json.loads(result.stdout)
+    assert request["InputDataConfig"][0]["DataSource"]["FileSystemDataSource"]["DirectoryPath"] \
+        == "/abcd1234/datasets/coco2017"
+    assert fake_aws.requests_since(before) == []
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--instance-type", "ml.x9.24xlarge"], "GPU count of 'ml.x9.24xlarge' is unknown"),
+    (["--instance-type", "p4d.24xlarge"], "instance type 'p4d.24xlarge' is not"),
+    (["--hp", "image_size=big"], "image_size='big': expected an integer"),
+    (["--hp", "warmup=5"], "unknown hyperparameter(s): warmup"),
+    (["--instances", "0"], "instance count 0 must be"),
+])
+def test_invalid_launch_exits_2_naming_the_value(fake_aws, args, message):
+    before = len(fake_aws.requests_since(0))
+    result = cli(fake_aws, "launch", *args)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert message in result.stderr
+    assert fake_aws.requests_since(before) == []
+
+
+def test_unknown_gpu_type_runs_with_explicit_processes_per_host(fake_aws):
+    result = cli(fake_aws, "launch", "--instance-type", "ml.x9.24xlarge",
+                 "--processes-per-host", "4", "--dry-run")
+    assert result.returncode == 0, result.stderr
+    hps = json.loads(result.stdout)["HyperParameters"]
+    assert hps["sagemaker_mpi_num_of_processes_per_host"] == "4"
+
+
+def test_wrong_ssm_path_is_named(fake_aws):
+    result = cli(fake_aws, "--ssm-path", "/nothing-here", "fsx-status")
+    assert result.returncode == 2
+    assert "no SSM parameters under /nothing-here/" in result.stderr
+
+
+def test_fsx_status_filters_by_the_file_system(fake_aws):
+    result = cli(fake_aws, "fsx-status")
+    assert result.returncode == 0, result.stderr
+    [association] = json.loads(result.stdout)
+    assert association["lifecycle"] == "AVAILABLE"
+    assert association["s3"].endswith("/datasets/coco2017/")
