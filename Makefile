@@ -24,7 +24,7 @@ APT_PACKAGES := openmpi-bin libopenmpi-dev g++ make cmake git
 HOROVOD_ENV := HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
                HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1
 
-.PHONY: help setup apt demo synth summary test test-infra test-training lint clean
+.PHONY: help setup apt demo synth summary test test-infra test-training test-launcher lint clean
 
 help:
 	@echo "make demo   - set up, synthesize the CDK app and summarize it, run the training job locally"
@@ -44,7 +44,8 @@ apt:
 	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
 	fi
 
-$(VENV)/.installed: requirements.txt requirements-infra.txt requirements-dev.txt training_code/requirements.txt
+$(VENV)/.installed: requirements.txt requirements-infra.txt requirements-dev.txt training_code/requirements.txt \
+                   notebooks/requirements.txt tests/launcher/requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip wheel setuptools
 	$(PIP) install -r requirements-dev.txt
@@ -79,6 +80,9 @@ test-infra: setup
 
 test-training: setup
 	$(PY) -m pytest tests/training
+
+test-launcher: setup
+	$(PY) -m pytest tests/launcher
 
 lint: synth
 	$(VENV)/bin/cfn-lint $$(find cdk.out -name '*.template.json')
