@@ -62,11 +62,12 @@ class TrainingStack(Stack):
     def _job_role(self, construct_id: str, purpose: str, network: NetworkStack) -> iam.Role:
         role = iam.Role(
             self, construct_id,
+            # Confused-deputy guard: only SageMaker acting for this account and region. (A
+            # narrower source ARN such as training-job/<prefix>-* is not documented to hold
+            # for SageMaker's own checks of the role at job creation, so it is not used.)
             assumed_by=iam.ServicePrincipal(SAGEMAKER, conditions={
                 "StringEquals": {"aws:SourceAccount": self.account},
-                "ArnLike": {"aws:SourceArn": self.format_arn(
-                    service="sagemaker", resource="training-job",
-                    resource_name=f"{self.job_name_prefix}-*")},
+                "ArnLike": {"aws:SourceArn": f"arn:{self.partition}:sagemaker:{self.region}:{self.account}:*"},
             }),
             description=f"{self.config.deployment_name}: execution role of {purpose}",
         )

@@ -51,13 +51,13 @@ def test_staging_role_writes_the_dataset_prefix(default_app):
     assert actions_on(statements, "/checkpoints/*") == set()
 
 
-def test_job_roles_trust_sagemaker_for_this_deployments_jobs_only(default_app):
+def test_job_roles_trust_sagemaker_of_this_account_only(default_app):
     for role in of_type(default_app.raw("-training"), "AWS::IAM::Role").values():
         statement, = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
         assert statement["Principal"] == {"Service": "sagemaker.amazonaws.com"}
         assert "aws:SourceAccount" in statement["Condition"]["StringEquals"]
         source_arn = json.dumps(statement["Condition"]["ArnLike"]["aws:SourceArn"])
-        assert "training-job/maskrcnn-*" in source_arn
+        assert ":sagemaker:" in source_arn and "AWS::AccountId" in source_arn
         assert not role["Properties"].get("ManagedPolicyArns")
 
 
