@@ -6,7 +6,9 @@
 2. generates the synthetic shapes dataset in COCO format and converts it to TFRecords into the
    `train` channel (kept between runs while its parameters are unchanged),
 3. starts N ranks of training_code/train.py with mpirun, as the SageMaker training toolkit does
-   (-mca orte_abort_on_non_zero_status 1: one failing rank ends the job),
+   (-mca orte_abort_on_non_zero_status 1: one failing rank ends the job); HOROVOD_CYCLE_TIME
+   defaults to 20 ms here: with one core per rank, Horovod's background thread waking every
+   few ms slows the step by ~25% (benchmarks/cpu_scaling.py),
 4. prints the final metrics, and the failure file if the job failed; exits with the job's status.
 
 Defaults reproduce shared/NOTES.md §7 (ResNet-18-FPN, 128 px, compact heads, 2 ranks): about
@@ -46,7 +48,7 @@ LOCAL_HYPERPARAMETERS = {
 }
 
 
-def _parse_args(argv):
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work-dir", default="build/local-run",
@@ -120,7 +122,7 @@ def _opt_ml(work_dir: str, host: str) -> str:
     return os.path.join(work_dir, "opt_ml" if host == "algo-1" else f"opt_ml-{host}")
 
 
-def _layout(args, work_dir: str) -> list:
+def prepare_layout(args, work_dir: str) -> list:
     """One /opt/ml tree per emulated host; returns the SM_* environment of each host."""
     hosts = _host_names(args.hosts)
     hps = _hyperparameters(args)
@@ -162,18 +164,23 @@ def _layout(args, work_dir: str) -> list:
 def mpirun_command(ranks_per_host: int, host_environments: list, program: str) -> list:
     """mpirun as the SageMaker toolkit builds it; emulated hosts become MPMD app contexts, each
     with its own /opt/ml tree, so ranks 0..n-1 run on algo-1, the next n on algo-2, ..."""
-    command = ["mpirun", "--oversubscribe", "--bind-to", "none",
+    command = ["mpirun", "--bind-to", "none",
                "-mca", "orte_abort_on_non_zero_status", "1", "-mca", "btl_tcp_if_include", "lo"]
     if os.geteuid() == 0:
         command.append("--allow-run-as-root")
+    if ranks_per_host * len(host_environments) > (os.cpu_count() or 1):
+        # Only when needed: oversubscribed, Open MPI yields the CPU while it waits, which
+        # doubled the step time of 2 ranks on 2 cores (benchmarks/cpu_scaling.py).
+        command.append("--oversubscribe")
     for index, host_env in enumerate(host_environments):
         if index:
             command.append(":")
         command += ["-np", str(ranks_per_host)]
         for name, value in sorted(host_env.items()):
             command += ["-x", f"{name}={value}"]
-        command += ["-x", "PYTHONUNBUFFERED=1", "-x", "TF_CPP_MIN_LOG_LEVEL", sys.executable,
-                    program]
+        command += ["-x", "PYTHONUNBUFFERED=1", "-x", "TF_CPP_MIN_LOG_LEVEL",
+                    "-x", f"HOROVOD_CYCLE_TIME={os.environ.get('HOROVOD_CYCLE_TIME', '20')}",
+                    sys.executable, program]
     return command
 
 
@@ -186,12 +193,12 @@ def _print_failures(host_environments: list) -> None:
 
 
 def main(argv=None) -> int:
-    args = _parse_args(argv)
+    args = parse_args(argv)
     if args.ranks % args.hosts:
         raise SystemExit(f"--ranks {args.ranks} is not a multiple of --hosts {args.hosts}")
     started = time.time()
     work_dir = os.path.abspath(args.work_dir)
-    host_environments = _layout(args, work_dir)
+    host_environments = prepare_layout(args, work_dir)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     command = mpirun_command(args.ranks // args.hosts, host_environments,

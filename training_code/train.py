@@ -41,7 +41,8 @@ def _pretrained_checkpoint(channel: str) -> str:
     return prefixes[0]
 
 
-def run(env: sagemaker_env.JobEnvironment) -> None:
+def build_trainer(env: sagemaker_env.JobEnvironment):
+    """Validates the inputs, starts Horovod, builds the model: everything before the loop."""
     if not os.path.isfile(env.hyperparameters_file):
         raise sagemaker_env.ContractError(f"{env.hyperparameters_file} does not exist")
     hps = hyperparameters.parse_json_file(env.hyperparameters_file)
@@ -64,7 +65,11 @@ def run(env: sagemaker_env.JobEnvironment) -> None:
     if backend.is_chief:
         logging.info("%d ranks on %d host(s), %d GPU(s) visible on this host; %s", backend.size,
                      len(env.hosts), backend.num_gpus, hps)
-    trainer.Trainer(hps, dataset, backend, paths).run()
+    return trainer.Trainer(hps, dataset, backend, paths)
+
+
+def run(env: sagemaker_env.JobEnvironment) -> None:
+    build_trainer(env).run()
 
 
 def main() -> None:

@@ -91,6 +91,8 @@ class Evaluator:
         if not self._backend.is_chief:
             return None
         all_results = [r for rank_results, _ in gathered for r in rank_results]
+        for index, result in enumerate(all_results):
+            result["id"] = index + 1  # pycocotools indexes results by id
         all_ids = sorted({i for _, ids in gathered for i in ids})
         if self._coco_gt is None:
             self._coco_gt = coco_utils.COCOWrapper(eval_type="mask",

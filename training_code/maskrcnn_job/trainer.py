@@ -177,6 +177,21 @@ class Trainer:
         metric_lines.emit(values)
         self._write_summaries(values)
 
+    def training_iterator(self):
+        """This rank's share of the training set, endless, shuffled, parsed by Model Garden."""
+        # A resumed run sees the data in a new order rather than replaying the first epochs.
+        self.config.task.train_data.seed = self.hps.seed + self.step
+        return iter(self.task.build_inputs(self.config.task.train_data,
+                                           input_context=self.backend.input_context()))
+
+    def train_step(self, images, labels) -> Dict[str, tf.Tensor]:
+        """One data-parallel step (traced once); returns this rank's losses."""
+        return self._train_step(images, labels)
+
+    def start(self) -> None:
+        """Restores the latest checkpoint on rank 0 and broadcasts the state to every rank."""
+        self._restore_and_broadcast()
+
     def _next_batch(self, iterator):
         try:
             return next(iterator)
@@ -186,16 +201,12 @@ class Trainer:
 
     def run(self) -> Optional[Dict[str, float]]:
         """Trains to the end of the schedule, evaluates, exports. Returns final metrics on rank 0."""
-        self._restore_and_broadcast()
+        self.start()
         total = self.schedule.total_steps
         hps, schedule = self.hps, self.schedule
         fail_at = _injected_failure_step(self.backend.rank)
         if self.step < total:
-            # A resumed run sees the data in a new order rather than replaying the first epochs.
-            self.config.task.train_data.seed = hps.seed + self.step
-            dataset = self.task.build_inputs(self.config.task.train_data,
-                                             input_context=self.backend.input_context())
-            iterator = iter(dataset)
+            iterator = self.training_iterator()
             if self.backend.is_chief:
                 log.info("training steps %d..%d: %d ranks x %d images, %d steps per epoch",
                          self.step + 1, total, self.backend.size, hps.images_per_gpu,
@@ -232,7 +243,8 @@ class Trainer:
         print(f"rank {self.backend.rank}: final weights fingerprint {fingerprint} "
               f"({sum(int(np.prod(v.shape)) for v in self.model.variables)} values)", flush=True)
         if self.backend.is_chief:
-            exported = export.export_saved_model(self.config, self.model, self.paths.model_dir)
+            exported = export.export_saved_model(self.config, self.manager.latest_checkpoint,
+                                                 self.paths.model_dir)
             log.info("exported SavedModel to %s", exported)
         self.backend.gather_objects("done")  # the other ranks wait until the export succeeded
         return final

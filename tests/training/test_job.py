@@ -1,0 +1,187 @@
+"""The training job end to end: real mpirun + Horovod ranks, Model Garden Mask R-CNN, COCO eval.
+
+One module-scoped pair of runs (2 emulated hosts x 1 rank, tiny config) serves most assertions:
+run 1 trains 20 steps; run 2 resumes it to 30. Failure and bad-input runs are separate.
+"""
+
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LOCAL_RUN = os.path.join(REPO, "training_code", "local_run.py")
+TRAIN = os.path.join(REPO, "training_code", "train.py")
+TINY = ["--train-images", "16", "--val-images", "8", "--image-size", "64",
+        "--hp", "log_every_steps=5", "--hp", "checkpoint_every_steps=10",
+        "--hp", "eval_every_epochs=0", "--hp", "warmup_steps=5", "--hp", "lr_decay_epochs="]
+
+
+def _local_run(work_dir, *args, env=None, timeout=900):
+    command = [sys.executable, LOCAL_RUN, "--work-dir", str(work_dir), *TINY, *args,
+               "--timeout", str(timeout - 30)]
+    started = time.time()
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                            env=dict(os.environ, **(env or {})))
+    result.seconds = time.time() - started
+    result.finished_at = time.time()
+    return result
+
+
+def _losses(output):
+    return [float(v) for v in re.findall(r"^train/loss: (\S+)$", output, re.M)]
+
+
+def _fingerprints(output):
+    return dict(re.findall(r"^rank (\d+): final weights fingerprint (\w+)", output, re.M))
+
+
+def _files(directory):
+    return sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    work = tmp_path_factory.mktemp("job")
+    first = _local_run(work, "--hosts", "2", "--ranks", "2", "--hp", "max_steps=20")
+    snapshot = {
+        "algo-1 checkpoints": _files(work / "opt_ml" / "checkpoints"),
+        "algo-2 checkpoints": _files(work / "opt_ml-algo-2" / "checkpoints"),
+        "algo-1 model": _files(work / "opt_ml" / "model"),
+        "algo-2 model": _files(work / "opt_ml-algo-2" / "model"),
+        "tensorboard": glob.glob(str(work / "opt_ml" / "output" / "data" / "tensorboard" / "*")),
+    }
+    assert first.returncode == 0, first.stdout[-5000:] + first.stderr[-3000:]
+    second = _local_run(work, "--hosts", "2", "--ranks", "2", "--hp", "max_steps=30", "--resume")
+    assert second.returncode == 0, second.stdout[-5000:] + second.stderr[-3000:]
+    return {"work": work, "first": first, "second": second, "snapshot": snapshot}
+
+
+def test_loss_decreases(runs):
+    losses = _losses(runs["first"].stdout)
+    assert len(losses) == 4  # steps 5, 10, 15, 20
+    assert losses[-1] < losses[0]
+    assert max(_losses(runs["second"].stdout)) < losses[0]
+
+
+def test_weights_identical_on_every_rank(runs):
+    for run in ("first", "second"):
+        fingerprints = _fingerprints(runs[run].stdout)
+        assert set(fingerprints) == {"0", "1"}
+        assert fingerprints["0"] == fingerprints["1"]
+    # Training went on in the resumed run: different weights.
+    assert _fingerprints(runs["first"].stdout)["0"] != _fingerprints(runs["second"].stdout)["0"]
+
+
+def test_only_rank_0_writes_checkpoints_and_model(runs):
+    snapshot = runs["snapshot"]
+    assert "ckpt-10.index" in snapshot["algo-1 checkpoints"]
+    assert "ckpt-20.index" in snapshot["algo-1 checkpoints"]
+    assert snapshot["algo-2 checkpoints"] == []  # rank 1 runs on algo-2
+    assert snapshot["algo-1 model"] == ["1"]
+    assert snapshot["algo-2 model"] == []
+    assert snapshot["tensorboard"], "rank 0 writes TensorBoard summaries"
+
+
+def test_second_run_resumes_from_the_saved_step(runs):
+    output = runs["second"].stdout
+    assert re.search(r"resumed from \S+/opt_ml/checkpoints/ckpt-20 at step 20", output)
+    steps = [int(s) for s in re.findall(r"^train/step: (\d+)$", output, re.M)]
+    assert steps == [25, 30]
+    assert "ckpt-30.index" in _files(runs["work"] / "opt_ml" / "checkpoints")
+
+
+def test_coco_metrics_are_printed_for_sagemaker(runs):
+    from maskrcnn_job import metrics
+
+    output = runs["second"].stdout
+    for name in ("eval/bbox_AP", "eval/bbox_AP50", "eval/segm_AP", "eval/segm_AP50",
+                 "train/learning_rate", "train/images_per_sec"):
+        values = [float(v) for v in re.findall(metrics.regex_for(name), output)]
+        assert values, name
+        if name.startswith("eval/"):
+            assert 0.0 <= values[-1] <= 1.0
+    assert "evaluated 8 images" in output
+
+
+def test_saved_model_serves_an_image(runs):
+    import numpy as np
+    import tensorflow as tf
+    from PIL import Image
+
+    model = tf.saved_model.load(str(runs["work"] / "opt_ml" / "model" / "1"))
+    image_file = sorted(glob.glob(str(runs["work"] / "coco-synthetic" / "val2017" / "*.jpg")))[0]
+    image = np.asarray(Image.open(image_file))[np.newaxis]
+    outputs = model.signatures["serving_default"](tf.constant(image, tf.uint8))
+    assert {"detection_boxes", "detection_classes", "detection_scores", "detection_masks",
+            "num_detections"} <= set(outputs)
+    assert outputs["detection_boxes"].shape[0] == 1
+    assert "serving_bytes" in model.signatures
+
+
+def test_failing_rank_fails_the_job_fast_with_its_cause(tmp_path):
+    run = _local_run(tmp_path, "--hp", "max_steps=50",
+                     env={"MRCNN_INJECT_FAILURE": "1:3"}, timeout=600)
+    assert run.returncode != 0
+    failure = tmp_path / "opt_ml" / "output" / "failure"
+    text = failure.read_text()
+    assert "rank 1 on algo-1: RuntimeError: injected failure at step 3" in text
+    # From the failing rank's report to the whole job's end: well under a minute.
+    assert run.finished_at - failure.stat().st_mtime < 60
+    assert "failure (algo-1):" in run.stdout
+    assert "train/step: 50" not in run.stdout
+
+
+def _single_rank_layout(tmp_path, hyperparameters, channels):
+    opt_ml = tmp_path / "opt_ml"
+    config = opt_ml / "input" / "config"
+    config.mkdir(parents=True)
+    (config / "hyperparameters.json").write_text(json.dumps(hyperparameters))
+    (config / "inputdataconfig.json").write_text(json.dumps({c: {} for c in channels}))
+    for name, source in channels.items():
+        (opt_ml / "input" / "data").mkdir(parents=True, exist_ok=True)
+        if source:
+            shutil.copytree(source, opt_ml / "input" / "data" / name)
+    return opt_ml
+
+
+def _train_single_rank(opt_ml, timeout=600):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "OMPI_"))}
+    return subprocess.run([sys.executable, TRAIN], capture_output=True, text=True,
+                          timeout=timeout, env=dict(env, OPT_ML_ROOT=str(opt_ml)))
+
+
+def test_bad_hyperparameter_is_a_clear_error(tmp_path):
+    opt_ml = _single_rank_layout(tmp_path, {"image_size": "big"}, {"train": None})
+    result = _train_single_rank(opt_ml)
+    assert result.returncode != 0
+    assert ("HyperparameterError: hyperparameter image_size='big': expected an integer"
+            in (opt_ml / "output" / "failure").read_text())
+
+
+def test_missing_channel_is_a_clear_error(tmp_path):
+    opt_ml = _single_rank_layout(tmp_path, {}, {})
+    result = _train_single_rank(opt_ml)
+    assert result.returncode != 0
+    assert "input channel 'train' is missing" in (opt_ml / "output" / "failure").read_text()
+
+
+def test_corrupt_tfrecord_is_a_clear_error(runs, tmp_path):
+    channel = runs["work"] / "opt_ml" / "input" / "data" / "train"
+    opt_ml = _single_rank_layout(tmp_path, {"backbone": "resnet18", "model_preset": "compact",
+                                            "image_size": "64", "max_steps": "3",
+                                            "mixed_precision": "false"}, {"train": channel})
+    shard = sorted(glob.glob(str(opt_ml / "input" / "data" / "train" / "tfrecords" / "train-*")))[0]
+    with open(shard, "r+b") as f:
+        f.seek(os.path.getsize(shard) // 2)
+        f.write(b"\xff" * 64)
+    result = _train_single_rank(opt_ml)
+    assert result.returncode != 0
+    failure = (opt_ml / "output" / "failure").read_text()
+    assert "corrupt training data in" in failure and "train-*.tfrecord" in failure
