@@ -1,0 +1,21 @@
+"""The staging job's SageMaker entry point: a failure exits non-zero and names its cause."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ENTRY_POINT = Path(__file__).resolve().parents[2] / "training_code" / "stage_coco.py"
+
+
+def test_failure_exits_non_zero_and_writes_the_cause(tmp_path):
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("a file where the work directory should go")
+    env = {**os.environ, "OPT_ML_ROOT": str(tmp_path / "opt_ml")}
+    result = subprocess.run([sys.executable, str(ENTRY_POINT), "--work_dir", str(blocked / "work"),
+                             "--s3_uri", "s3://bucket/datasets/coco2017/"],
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    failure = (tmp_path / "opt_ml" / "output" / "failure").read_text()
+    assert failure.startswith("COCO staging failed: ")
+    assert "not-a-directory" in failure

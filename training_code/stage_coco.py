@@ -1,0 +1,28 @@
+"""SageMaker entry point of the COCO 2017 staging job (`sagemaker_program=stage_coco.py`).
+
+The toolkit runs programs from /opt/ml/code, where only the top-level files are; the work is in
+maskrcnn_job/stage_coco.py. On failure the cause goes to <OPT_ML_ROOT or /opt/ml>/output/failure
+and the exit code is non-zero, as in train.py: a failed staging job never looks successful.
+"""
+
+import os
+import sys
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from maskrcnn_job import sagemaker_env, stage_coco  # noqa: E402
+
+
+def main() -> None:
+    try:
+        stage_coco.main()
+    except Exception as error:  # noqa: BLE001  (any cause must reach the failure file)
+        traceback.print_exc()
+        failure_file = os.path.join(os.environ.get("OPT_ML_ROOT", "/opt/ml"), "output", "failure")
+        sagemaker_env.write_failure(failure_file, f"COCO staging failed: {type(error).__name__}: {error}")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
