@@ -146,9 +146,12 @@ def main(argv=None) -> None:
     # Underscore spellings too: the SageMaker toolkit passes hyperparameters as --name value.
     parser.add_argument("--s3-uri", "--s3_uri", dest="s3_uri",
                         help=f"destination, e.g. s3://<bucket>/{DEFAULT_PREFIX}; none: local only")
-    parser.add_argument("--work-dir", "--work_dir", dest="work_dir",
-                        default=os.environ.get("SM_OUTPUT_DATA_DIR", "build/coco2017"),
-                        help="downloads, images and TFRecords (build/coco2017)")
+    # In a SageMaker job: on the ML volume (/opt/ml), but not in output/, which SageMaker would
+    # upload as output.tar.gz at the end (~60 GB).
+    default_work = ("/opt/ml/stage-coco-work" if "SM_CURRENT_HOST" in os.environ
+                    else "build/coco2017")
+    parser.add_argument("--work-dir", "--work_dir", dest="work_dir", default=default_work,
+                        help=f"downloads, images and TFRecords ({default_work})")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--strict", action="store_true",
                         help="fail on invalid annotations instead of skipping and reporting them")
