@@ -64,3 +64,4 @@ def test_metric_regexes_read_the_printed_lines():
             "eval/bbox_AP50", "eval/segm_AP", "eval/segm_AP50"} <= set(metrics.ALL_METRICS)
     with pytest.raises(KeyError, match="undeclared metric"):
         metrics.format_line("eval/typo", 1.0)
+

@@ -185,3 +185,17 @@ def test_corrupt_tfrecord_is_a_clear_error(runs, tmp_path):
     assert result.returncode != 0
     failure = (opt_ml / "output" / "failure").read_text()
     assert "corrupt training data in" in failure and "train-*.tfrecord" in failure
+
+
+def test_pretrained_channel_checkpoint_is_found_or_named_as_missing(tmp_path):
+    import train
+    from maskrcnn_job.sagemaker_env import ContractError
+
+    nested = tmp_path / "resnet50_imagenet"
+    nested.mkdir()
+    for name in ("ckpt-28080.index", "ckpt-28080.data-00000-of-00001"):
+        (nested / name).write_bytes(b"")
+    assert train._pretrained_checkpoint(str(tmp_path)) == str(nested / "ckpt-28080")
+    (nested / "ckpt-1.index").write_bytes(b"")
+    with pytest.raises(ContractError, match="expected one TensorFlow checkpoint"):
+        train._pretrained_checkpoint(str(tmp_path))

@@ -7,13 +7,10 @@ methods beside this one.
 """
 
 import hashlib
-import logging
 from typing import Any, List, Sequence
 
 import numpy as np
 import tensorflow as tf
-
-log = logging.getLogger(__name__)
 
 
 class HorovodBackend:

@@ -14,7 +14,6 @@ from typing import Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
-import tf_keras
 from official.modeling import optimization, performance
 from official.vision.tasks import maskrcnn
 
