@@ -24,13 +24,14 @@ APT_PACKAGES := openmpi-bin libopenmpi-dev g++ make cmake git
 HOROVOD_ENV := HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
                HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1
 
-.PHONY: help setup apt demo synth summary test test-infra test-training test-launcher lint clean
+.PHONY: help setup apt demo synth summary bench test test-infra test-training test-launcher lint clean
 
 help:
 	@echo "make demo   - set up, synthesize the CDK app and summarize it, run the training job locally"
 	@echo "make test   - set up and run all tests"
 	@echo "make synth  - synthesize the CDK app into cdk.out (offline, cdk-nag applied)"
 	@echo "make lint   - synthesize, then cfn-lint every template"
+	@echo "make bench  - CPU training benchmark (images/s, scaling, allreduce share)"
 
 setup: apt $(VENV)/.horovod node_modules/.installed
 
@@ -80,6 +81,9 @@ test-infra: setup
 
 test-training: setup
 	$(PY) -m pytest tests/training
+
+bench: setup
+	$(PY) benchmarks/cpu_scaling.py
 
 test-launcher: setup
 	$(PY) -m pytest tests/launcher
