@@ -39,7 +39,9 @@ def _losses(output):
 
 
 def _fingerprints(output):
-    return dict(re.findall(r"^rank (\d+): final weights fingerprint (\w+)", output, re.M))
+    """{rank: fingerprint of the weights that rank holds}, from rank 0's one summary line."""
+    line, = re.findall(r"final weights fingerprints by rank: ([0-9a-f ]+) \(", output)
+    return {str(rank): fingerprint for rank, fingerprint in enumerate(line.split())}
 
 
 def _files(directory):

@@ -74,8 +74,8 @@ class HorovodBackend:
         """Every rank's `obj`, in rank order, on every rank (pickled)."""
         return self._hvd.allgather_object(obj)
 
-    def check_replicas_equal(self, variables: Sequence[tf.Variable]) -> str:
-        """Fingerprint of the full weight vector; raises if any rank's differs."""
+    def check_replicas_equal(self, variables: Sequence[tf.Variable]) -> List[str]:
+        """Every rank's fingerprint of its full weight vector, in rank order; raises if they differ."""
         digest = hashlib.sha256()
         for variable in sorted(variables, key=lambda v: v.name):
             digest.update(np.ascontiguousarray(variable.numpy()).tobytes())
@@ -83,4 +83,4 @@ class HorovodBackend:
         fingerprints = self.gather_objects(fingerprint)
         if len(set(fingerprints)) != 1:
             raise RuntimeError(f"replicas diverged: weight fingerprints per rank {fingerprints}")
-        return fingerprint
+        return fingerprints

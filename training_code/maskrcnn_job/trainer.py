@@ -237,11 +237,12 @@ class Trainer:
                 f"-{self.step}"):
             self._save_checkpoint()
         final = self._evaluate()
-        fingerprint = self.backend.check_replicas_equal(self.model.variables)
-        # Every rank prints it: the tests compare the full weight vectors across ranks with it.
-        print(f"rank {self.backend.rank}: final weights fingerprint {fingerprint} "
-              f"({sum(int(np.prod(v.shape)) for v in self.model.variables)} values)", flush=True)
+        fingerprints = self.backend.check_replicas_equal(self.model.variables)
         if self.backend.is_chief:
+            # Each rank hashed its own weights; one line from rank 0, since lines that several
+            # ranks print at once can interleave in mpirun's output.
+            print(f"final weights fingerprints by rank: {' '.join(fingerprints)} "
+                  f"({sum(int(np.prod(v.shape)) for v in self.model.variables)} values)", flush=True)
             exported = export.export_saved_model(self.config, self.manager.latest_checkpoint,
                                                  self.paths.model_dir)
             log.info("exported SavedModel to %s", exported)
