@@ -59,6 +59,8 @@ class NetworkStack(Stack):
             restrict_default_security_group=True,
         )
         self.private_subnets = ec2.SubnetSelection(subnet_group_name=PRIVATE_SUBNETS)
+        # The notebook, jobs, mount targets and DataSync all live in these subnets.
+        self.private = self.vpc.select_subnets(subnet_group_name=PRIVATE_SUBNETS)
 
         flow_log_group = logs.LogGroup(
             self, "FlowLogs",

@@ -70,7 +70,7 @@ class NotebookStack(Stack):
             notebook_instance_name=f"{config.deployment_name}-notebook",
             instance_type=config.notebook_instance_type,
             role_arn=self.role.role_arn,
-            subnet_id=network.vpc.select_subnets(subnet_group_name="private").subnet_ids[0],
+            subnet_id=network.private.subnet_ids[0],
             security_group_ids=[network.notebook_sg.security_group_id],
             direct_internet_access="Disabled",
             root_access="Disabled",
@@ -134,7 +134,7 @@ class NotebookStack(Stack):
     def _grant_launching(self, network: NetworkStack, training: TrainingStack) -> None:
         jobs = self.format_arn(service="sagemaker", resource="training-job",
                                resource_name=f"{training.job_name_prefix}-*")
-        subnets = network.vpc.select_subnets(subnet_group_name="private").subnet_ids
+        subnets = network.private.subnet_ids
         policy(self, "NotebookLaunchJobs", self.role, [
             iam.PolicyStatement(
                 sid="CreateTrainingJobsInTheTrainingVpcOnly",

@@ -100,8 +100,7 @@ class StorageStack(Stack):
         # copied. Its mount targets went with that deployment's VPC; add ours.
         imported = efs.FileSystem.from_file_system_attributes(
             self, "Efs", file_system_id=config.existing_efs_id, security_group=network.efs_sg)
-        for index, subnet in enumerate(network.vpc.select_subnets(
-                subnet_group_name="private").subnets):
+        for index, subnet in enumerate(network.private.subnets):
             efs.CfnMountTarget(self, f"EfsMountTarget{index}", file_system_id=imported.file_system_id,
                                subnet_id=subnet.subnet_id,
                                security_groups=[network.efs_sg.security_group_id])
@@ -113,7 +112,7 @@ class StorageStack(Stack):
             self, "Fsx",
             vpc=network.vpc,
             # A Lustre file system lives in one subnet; jobs in the other AZ reach it across AZs.
-            vpc_subnet=network.vpc.select_subnets(subnet_group_name="private").subnets[0],
+            vpc_subnet=network.private.subnets[0],
             security_group=network.fsx_sg,
             storage_capacity_gib=config.fsx_storage_capacity_gib,
             file_system_type_version=fsx.FileSystemTypeVersion.V_2_15,
@@ -169,7 +168,7 @@ class StorageStack(Stack):
         )
         source.node.add_dependency(source_policy)
 
-        subnet = network.vpc.select_subnets(subnet_group_name="private").subnets[0]
+        subnet = network.private.subnets[0]
         destination = datasync.CfnLocationEFS(
             self, "DataSyncDestination",
             efs_filesystem_arn=self.efs_file_system_arn,

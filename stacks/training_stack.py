@@ -91,7 +91,7 @@ class TrainingStack(Stack):
            "is the streams of that one group); cloudwatch:PutMetricData supports no resource but "
            "'*' and is limited to SageMaker's namespaces by condition.")
         subnet_arns = [self.format_arn(service="ec2", resource="subnet", resource_name=s.subnet_id)
-                       for s in network.vpc.select_subnets(subnet_group_name="private").subnets]
+                       for s in network.private.subnets]
         sg_arn = self.format_arn(service="ec2", resource="security-group",
                                  resource_name=network.training_sg.security_group_id)
         eni_arns = self.format_arn(service="ec2", resource="network-interface", resource_name="*")
@@ -127,7 +127,7 @@ class TrainingStack(Stack):
 
     def _publish_parameters(self, network: NetworkStack, storage: StorageStack) -> dict[str, ssm.StringParameter]:
         """Everything a launcher needs, under one path: no stack outputs to copy by hand."""
-        subnets = network.vpc.select_subnets(subnet_group_name="private").subnet_ids
+        subnets = network.private.subnet_ids
         values = {
             "region": self.region,
             "job-name-prefix": self.job_name_prefix,
