@@ -46,7 +46,8 @@ apt:
 	fi
 
 $(VENV)/.installed: requirements.txt requirements-infra.txt requirements-dev.txt training_code/requirements.txt \
-                   notebooks/requirements.txt tests/launcher/requirements.txt
+                   notebooks/requirements.txt tests/launcher/requirements.txt \
+                   contract/pyproject.toml training_code/pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip wheel setuptools
 	$(PIP) install -r requirements-dev.txt
@@ -72,7 +73,7 @@ summary: synth
 	$(PY) scripts/summarize_cloud_assembly.py cdk.out
 
 demo: summary
-	$(PY) training_code/local_run.py
+	$(PY) -m maskrcnn_job.local_run
 
 test: setup
 	$(PY) -m pytest

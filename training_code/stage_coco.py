@@ -9,9 +9,7 @@ import os
 import sys
 import traceback
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from maskrcnn_job import sagemaker_env, stage_coco  # noqa: E402
+from maskrcnn_job import sagemaker_env, stage_coco
 
 
 def main() -> None:

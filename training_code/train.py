@@ -1,97 +1,10 @@
 """SageMaker training entrypoint (SAGEMAKER_PROGRAM=train.py), one process per rank.
 
-The toolkit's MPI runner starts this on every host with mpirun; locally, local_run.py does the
-same. Inputs are read from the SageMaker layout (channels, hyperparameters.json); on any error
-the cause goes to /opt/ml/output/failure and the process exits non-zero at once, without waiting
-on collectives, so that mpirun (-mca orte_abort_on_non_zero_status 1) ends the whole job.
+The toolkit's MPI runner starts this on every host with mpirun; locally, `python -m
+maskrcnn_job.local_run` does the same. The job itself is `maskrcnn_job.job`.
 """
 
-import glob
-import logging
-import os
-import sys
-import traceback
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from maskrcnn_job import hyperparameters, sagemaker_env  # noqa: E402  (pure Python, fast)
-
-
-def _rank_from_environment() -> int:
-    """The MPI rank before Horovod starts (so even start-up errors name their rank)."""
-    for key in ("OMPI_COMM_WORLD_RANK", "HOROVOD_RANK", "PMI_RANK"):
-        if key in os.environ:
-            return int(os.environ[key])
-    return 0
-
-
-def _pretrained_checkpoint(channel: str) -> str:
-    """The checkpoint prefix in the `pretrained` channel: the latest one, or the only one."""
-    import tensorflow as tf
-
-    latest = tf.train.latest_checkpoint(channel)
-    if latest:
-        return latest
-    prefixes = sorted({p[:-len(".index")] for p in glob.glob(os.path.join(channel, "**", "*.index"),
-                                                               recursive=True)})
-    if len(prefixes) != 1:
-        raise sagemaker_env.ContractError(
-            f"pretrained channel {channel}: expected one TensorFlow checkpoint (*.index + "
-            f"*.data-*), found {len(prefixes)}: {prefixes[:3]}")
-    return prefixes[0]
-
-
-def build_trainer(env: sagemaker_env.JobEnvironment):
-    """Validates the inputs, starts Horovod, builds the model: everything before the loop."""
-    if not os.path.isfile(env.hyperparameters_file):
-        raise sagemaker_env.ContractError(f"{env.hyperparameters_file} does not exist")
-    hps = hyperparameters.parse_json_file(env.hyperparameters_file)
-    train_channel = env.channel(sagemaker_env.TRAIN_CHANNEL)
-    pretrained = env.optional_channel(sagemaker_env.PRETRAINED_CHANNEL)
-
-    import tensorflow as tf  # only after the cheap checks: a bad input fails in a second
-
-    if hps.threads_per_rank:
-        tf.config.threading.set_intra_op_parallelism_threads(hps.threads_per_rank)
-        tf.config.threading.set_inter_op_parallelism_threads(hps.threads_per_rank)
-    from maskrcnn_job import distributed, experiment, trainer
-
-    dataset = experiment.Dataset.from_channel(train_channel)
-    backend = distributed.HorovodBackend(fp16_allreduce=hps.fp16_allreduce)
-    paths = trainer.Paths(
-        checkpoint_dir=env.checkpoint_dir, model_dir=env.model_dir,
-        output_data_dir=env.output_data_dir,
-        init_checkpoint=_pretrained_checkpoint(pretrained) if pretrained else None)
-    if backend.is_chief:
-        logging.info("%d ranks on %d host(s), %d GPU(s) visible on this host; %s", backend.size,
-                     len(env.hosts), backend.num_gpus, hps)
-    return trainer.Trainer(hps, dataset, backend, paths)
-
-
-def run(env: sagemaker_env.JobEnvironment) -> None:
-    build_trainer(env).run()
-
-
-def main() -> None:
-    rank = _rank_from_environment()
-    # Logging from rank 0; the other ranks only report problems.
-    logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING,
-                        format=f"%(asctime)s rank {rank} %(levelname)s %(name)s: %(message)s")
-    env = sagemaker_env.load()
-    try:
-        run(env)
-    except BaseException as error:  # noqa: B902  (also KeyboardInterrupt/SystemExit: report them)
-        cause = f"{type(error).__name__}: {error}".strip()
-        traceback.print_exc()
-        sagemaker_env.write_failure(env.failure_file,
-                                    f"rank {rank} on {env.current_host}: {cause}")
-        sys.stdout.flush()
-        sys.stderr.flush()
-        # Not sys.exit: interpreter shutdown would wait on Horovod's collectives with the peers.
-        os._exit(1)
-    sys.stdout.flush()
-    sys.stderr.flush()
-
+from maskrcnn_job import job
 
 if __name__ == "__main__":
-    main()
+    job.main()

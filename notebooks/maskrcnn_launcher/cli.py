@@ -10,7 +10,8 @@ import argparse
 import json
 import sys
 
-from maskrcnn_launcher import data_prep, follow, instances, request, settings
+from maskrcnn_launcher import data_prep, follow, instances, settings
+from maskrcnn_launcher.options import DATA_SOURCES, LaunchOptions, LaunchRequestError
 
 
 def _hyperparameter(text: str):
@@ -28,8 +29,8 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     launch = sub.add_parser("launch", help="start a Mask R-CNN training job")
-    defaults = request.LaunchOptions()
-    launch.add_argument("--data-source", choices=request.DATA_SOURCES, default=defaults.data_source)
+    defaults = LaunchOptions()
+    launch.add_argument("--data-source", choices=DATA_SOURCES, default=defaults.data_source)
     launch.add_argument("--instance-type", default=defaults.instance_type,
                         help=f"default {defaults.instance_type}; known GPU counts: "
                         + ", ".join(f"{k}={v}" for k, v in instances.GPUS_PER_INSTANCE.items()))
@@ -43,7 +44,10 @@ def parser() -> argparse.ArgumentParser:
     launch.add_argument("--volume-gb", type=int, default=defaults.volume_size_gb)
     launch.add_argument("--no-pretrained", action="store_true",
                         help="no `pretrained` channel (train the backbone from scratch)")
-    launch.add_argument("--dry-run", action="store_true", help="print the request, send nothing")
+    launch.add_argument("--run-name", help="name of the run; a run launched again resumes from its "
+                        "checkpoints (default: <data source>-<random>, a new run)")
+    launch.add_argument("--dry-run", action="store_true",
+                        help="build and validate the request as it would be sent; send nothing")
     launch.add_argument("--wait", action="store_true", help="wait for the end, print metrics")
 
     stage = sub.add_parser("stage-coco", help="stage COCO 2017 into S3 (skipped if present)")
@@ -69,18 +73,22 @@ def _follow(boto_session, job_name: str) -> None:
 def run(args) -> None:
     deployment, boto_session = settings.connect(args.ssm_path)
     if args.command == "launch":
-        options = request.LaunchOptions(
+        from maskrcnn_launcher import jobs, submit  # the SDK is imported only to launch
+
+        options = LaunchOptions(
             data_source=args.data_source, instance_type=args.instance_type,
             instance_count=args.instances, processes_per_host=args.processes_per_host,
             hyperparameters=dict(args.hp), use_spot=args.spot, max_run_hours=args.max_run_hours,
-            volume_size_gb=args.volume_gb, use_pretrained=not args.no_pretrained)
-        job = request.build_training_request(deployment, options)
+            volume_size_gb=args.volume_gb, use_pretrained=not args.no_pretrained,
+            run_name=args.run_name)
+        launch = jobs.training_job(deployment, options, boto_session)
+        sent = submit.send(launch, deployment, dry_run=args.dry_run)
         if args.dry_run:
-            print(json.dumps(job, indent=1))
+            print(json.dumps(sent, indent=1, default=str))
             return
-        from maskrcnn_launcher import submit  # the SDK is imported only to send
-        name = submit.submit(job, deployment, boto_session)
-        print(f"started {name}")
+        name = sent["TrainingJobName"]
+        print(f"started {name}; checkpoints of run {launch.base_job_name}: "
+              f"{launch.checkpoint_s3_uri}")
         if args.wait:
             _follow(boto_session, name)
     elif args.command == "stage-coco":
@@ -98,7 +106,7 @@ def main(argv=None) -> None:
     args = parser().parse_args(argv)
     try:
         run(args)
-    except (request.LaunchRequestError, instances.InstanceTypeError,
+    except (LaunchRequestError, instances.InstanceTypeError,
             settings.SettingsError) as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)

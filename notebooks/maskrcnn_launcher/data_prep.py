@@ -4,16 +4,16 @@ FSx data repository association's import status."""
 import time
 from typing import Callable, List, Optional
 
+from maskrcnn_contract.job_io import DATASET_COMPLETE_MARKER
+
 from maskrcnn_launcher import follow
 from maskrcnn_launcher.settings import Deployment
 
-# stage_coco.py uploads dataset_info.json last: its presence means the prefix is complete.
-COMPLETE_MARKER = "dataset_info.json"
 DATASYNC_DONE = ("SUCCESS", "ERROR")
 
 
 def dataset_staged(s3_client, deployment: Deployment) -> bool:
-    key = deployment.data_prefix + COMPLETE_MARKER
+    key = deployment.data_prefix + DATASET_COMPLETE_MARKER
     try:
         s3_client.head_object(Bucket=deployment.data_bucket, Key=key)
         return True
@@ -87,29 +87,29 @@ def stage_coco(boto_session, deployment: Deployment, wait: bool = True, dry_run:
                echo: Callable[[str], None] = print) -> Optional[str]:
     """Runs the staging job unless the data prefix is complete or a staging job is running
     (then follows that one). Returns the job name, or None when there was nothing to do."""
-    from maskrcnn_launcher import request as job_request
+    from maskrcnn_launcher import jobs, submit  # the SDK is imported only to send
 
     s3 = boto_session.client("s3")
     sagemaker_client = boto_session.client("sagemaker")
     if dataset_staged(s3, deployment):
-        echo(f"{deployment.data_s3_uri}{COMPLETE_MARKER} exists: COCO 2017 is already staged")
+        echo(f"{deployment.data_s3_uri}{DATASET_COMPLETE_MARKER} exists: COCO 2017 is already "
+             "staged")
         return None
-    job = job_request.build_staging_request(deployment)
+    launch = jobs.staging_job(deployment, boto_session)
     if dry_run:
-        echo(f"would start {job['TrainingJobName']} writing {deployment.data_s3_uri}")
+        request = submit.send(launch, deployment, dry_run=True)
+        echo(f"would start {request['TrainingJobName']} writing {deployment.data_s3_uri}")
         return None
     name = running_staging_job(sagemaker_client, deployment)
     if name:
         echo(f"staging job {name} is already running: following it")
     else:
-        from maskrcnn_launcher import submit  # the SDK is imported only to send
-
-        name = submit.submit(job, deployment, boto_session, job_channels=False)
+        name = submit.send(launch, deployment)["TrainingJobName"]
         echo(f"started {name}: downloads ~19 GB, converts, uploads to {deployment.data_s3_uri}")
     if wait:
         follow.wait_for_job(sagemaker_client, name, echo=echo)
         if not dataset_staged(s3, deployment):
-            raise RuntimeError(f"{name} completed but {deployment.data_s3_uri}{COMPLETE_MARKER} "
-                               "is missing: see the job's log")
+            raise RuntimeError(f"{name} completed but {deployment.data_s3_uri}"
+                               f"{DATASET_COMPLETE_MARKER} is missing: see the job's log")
         echo(f"staged: {deployment.data_s3_uri}")
     return name

@@ -9,7 +9,7 @@ import re
 import time
 from typing import Callable, Dict, Iterator, List, Optional
 
-from maskrcnn_job import metrics as job_metrics
+from maskrcnn_contract import metrics as job_metrics
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 TERMINAL = ("Completed", "Failed", "Stopped")

@@ -1,13 +1,16 @@
 """The deployment's values, read from SSM Parameter Store: nothing copied from stack outputs.
 
-The training stack publishes one parameter per value under a path (default `/maskrcnn`). On the
-notebook instance the lifecycle configuration writes that path to `~/.maskrcnn/ssm-path`.
+The training stack publishes one parameter per value under a path (default `/maskrcnn`), with the
+names in `maskrcnn_contract.ssm`. On the notebook instance the lifecycle configuration writes that
+path to `~/.maskrcnn/ssm-path`.
 """
 
 import dataclasses
 import os
 from pathlib import Path
 from typing import Dict, Optional, Tuple
+
+from maskrcnn_contract import ssm
 
 DEFAULT_SSM_PATH = "/maskrcnn"
 SSM_PATH_FILE = Path("~/.maskrcnn/ssm-path")
@@ -20,7 +23,8 @@ class SettingsError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class Deployment:
-    """Every value a launcher needs, one field per SSM parameter (leaf name with '-' -> '_')."""
+    """Every value a launcher needs, one field per SSM parameter of `maskrcnn_contract.ssm`
+    (leaf name with '-' -> '_')."""
 
     ssm_path: str
     region: str
@@ -56,16 +60,13 @@ class Deployment:
     def output_s3_uri(self) -> str:
         return f"s3://{self.data_bucket}/{self.output_prefix}"
 
-    def checkpoint_s3_uri(self, job_name: str) -> str:
-        return f"s3://{self.data_bucket}/{self.checkpoint_prefix}{job_name}/"
+    def checkpoint_s3_uri(self, run: str) -> str:
+        """Checkpoints of a run (every job named <run>-<time> resumes from them)."""
+        return f"s3://{self.data_bucket}/{self.checkpoint_prefix}{run}/"
 
     @property
     def fsx_enabled(self) -> bool:
         return self.fsx_id is not None
-
-
-_OPTIONAL = {"fsx-id", "fsx-mount-name", "fsx-data-path"}
-_LISTS = {"subnet-ids", "security-group-ids"}
 
 
 def _field_name(parameter: str) -> str:
@@ -73,6 +74,7 @@ def _field_name(parameter: str) -> str:
 
 
 def parameter_names() -> Tuple[str, ...]:
+    """The SSM parameters `load` reads: one per field of Deployment."""
     return tuple(f.name.replace("_", "-") for f in dataclasses.fields(Deployment)
                  if f.name != "ssm_path")
 
@@ -90,22 +92,22 @@ def resolve_ssm_path(explicit: Optional[str] = None) -> str:
 
 def from_parameters(ssm_path: str, values: Dict[str, str]) -> Deployment:
     """Builds the Deployment from {leaf name: value}; names every missing parameter at once."""
-    missing = [n for n in parameter_names() if n not in values and n not in _OPTIONAL]
+    missing = [n for n in ssm.REQUIRED if n not in values]
     if missing:
         raise SettingsError(
             f"SSM parameters missing under {ssm_path}/: {', '.join(missing)}. Is the training "
             f"stack of this deployment deployed, and is {ssm_path} its path?")
     fields = {"ssm_path": ssm_path}
-    for name in parameter_names():
+    for name in ssm.ALL:
         if name not in values:
             continue
         value = values[name].strip()
-        if name in _LISTS:
+        if name in ssm.LISTS:
             items = tuple(v.strip() for v in value.split(",") if v.strip())
             fields[_field_name(name)] = items
         else:
             fields[_field_name(name)] = value
-    for prefix in ("data-prefix", "pretrained-prefix", "output-prefix", "checkpoint-prefix"):
+    for prefix in ssm.PREFIXES:
         if not values[prefix].endswith("/") or values[prefix].startswith("/"):
             raise SettingsError(f"SSM parameter {ssm_path}/{prefix}={values[prefix]!r}: "
                                 "expected a key prefix like 'datasets/coco2017/'")

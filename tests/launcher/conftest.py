@@ -1,26 +1,22 @@
 """One local AWS per session (moto on 127.0.0.1), seeded with what a deployment publishes."""
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
+from maskrcnn_contract import ssm
+
+from tests.launcher.fake_aws import FakeAws
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
-TRAINING_CODE = ROOT / "training_code"
-for path in (str(NOTEBOOKS), str(TRAINING_CODE)):
-    if path not in sys.path:
-        sys.path.insert(0, path)
-
-from tests.launcher.fake_aws import FakeAws  # noqa: E402
 
 # Deliberately not us-east-1: nothing in the launcher or notebooks may assume a region.
 REGION = "eu-west-2"
 SSM_PATH = "/maskrcnn-test"
 JOB_PREFIX = "maskrcnn-test"
 BUCKET = "maskrcnn-test-data-123456789012"
-FSX_MOUNT_NAME = "abcd1234"  # moto returns no MountName (NOTES §4)
+FSX_MOUNT_NAME = "abcd1234"  # moto returns no MountName
 
 
 def _environment(endpoint: str) -> dict:
@@ -40,7 +36,6 @@ def _environment(endpoint: str) -> dict:
         "HTTP_PROXY": "http://127.0.0.1:9",
         "HTTPS_PROXY": "http://127.0.0.1:9",
         "NO_PROXY": "127.0.0.1,localhost",
-        "PYTHONPATH": os.pathsep.join([str(NOTEBOOKS), str(TRAINING_CODE)]),
     }
 
 
@@ -74,7 +69,7 @@ def _seed(aws: FakeAws) -> dict:
     task = datasync.create_task(SourceLocationArn=source, DestinationLocationArn=target,
                                 Name="coco-to-efs")["TaskArn"]
     key = aws.client("kms").create_key()["KeyMetadata"]["Arn"]
-    values = {
+    published = {
         "region": REGION,
         "job-name-prefix": JOB_PREFIX,
         "data-bucket": BUCKET,
@@ -96,9 +91,11 @@ def _seed(aws: FakeAws) -> dict:
         "training-image-uri": (f"123456789012.dkr.ecr.{REGION}.amazonaws.com/"
                                "cdk-hnb659fds-container-assets-123456789012:0123abcd"),
     }
-    ssm = aws.client("ssm")
+    # Seeded from the contract's list: a parameter added there without a value here fails here.
+    values = {name: published[name] for name in ssm.ALL}
+    client = aws.client("ssm")
     for name, value in values.items():
-        ssm.put_parameter(Name=f"{SSM_PATH}/{name}", Value=value, Type="String")
+        client.put_parameter(Name=ssm.parameter_name(SSM_PATH, name), Value=value, Type="String")
     aws.associations.append({
         "AssociationId": "dra-0123456789abcdef0", "FileSystemId": fsx_id, "Lifecycle": "AVAILABLE",
         "FileSystemPath": "/datasets/coco2017",

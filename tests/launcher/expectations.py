@@ -1,14 +1,21 @@
 """Assertions on a captured CreateTrainingJob request, shared by the notebook and CLI tests."""
 
-from maskrcnn_job import metrics as job_metrics
+import re
+
+from maskrcnn_contract import job_io
+from maskrcnn_contract import metrics as job_metrics
 
 from tests.launcher.conftest import BUCKET, JOB_PREFIX
 
 
 def assert_training_request(sent: dict, params: dict, data_source: str, instance_type: str,
-                            instance_count: int, ranks_per_host: int, spot: bool = False) -> None:
+                            instance_count: int, ranks_per_host: int, spot: bool = False,
+                            run_name: str = None) -> None:
     name = sent["TrainingJobName"]
-    assert name.startswith(f"{JOB_PREFIX}-{data_source}-")
+    # <prefix>-<run name>-<time>, the run name by default <data source>-<6 hex digits>.
+    run_pattern = re.escape(run_name) if run_name else rf"{data_source}-[0-9a-f]{{6}}"
+    assert re.fullmatch(rf"{JOB_PREFIX}-{run_pattern}-\d{{14}}", name), name
+    run = name.rsplit("-", 1)[0]
     train = next(c for c in sent["InputDataConfig"] if c["ChannelName"] == "train")["DataSource"]
     if data_source == "s3":
         assert train == {"S3DataSource": {"S3DataType": "S3Prefix",
@@ -22,7 +29,7 @@ def assert_training_request(sent: dict, params: dict, data_source: str, instance
         assert train == {"FileSystemDataSource": {
             "FileSystemId": fs_id, "FileSystemType": fs_type, "FileSystemAccessMode": "ro",
             "DirectoryPath": path}}
-    assert {c["ChannelName"] for c in sent["InputDataConfig"]} == {"train", "pretrained"}
+    assert {c["ChannelName"] for c in sent["InputDataConfig"]} == set(job_io.TRAINING_CHANNELS)
     assert sent["VpcConfig"] == {"Subnets": params["subnet-ids"].split(","),
                                  "SecurityGroupIds": params["security-group-ids"].split(",")}
     hps = sent["HyperParameters"]
@@ -36,8 +43,8 @@ def assert_training_request(sent: dict, params: dict, data_source: str, instance
     assert sent["ResourceConfig"]["InstanceType"] == instance_type
     assert sent["ResourceConfig"]["InstanceCount"] == instance_count
     assert sent["OutputDataConfig"]["S3OutputPath"] == f"s3://{BUCKET}/jobs/"
-    assert sent["CheckpointConfig"] == {"S3Uri": f"s3://{BUCKET}/checkpoints/{name}/",
-                                        "LocalPath": "/opt/ml/checkpoints"}
+    assert sent["CheckpointConfig"] == {"S3Uri": f"s3://{BUCKET}/checkpoints/{run}/",
+                                        "LocalPath": job_io.CHECKPOINT_LOCAL_PATH}
     assert sent.get("EnableManagedSpotTraining", False) is spot
     if spot:
         stop = sent["StoppingCondition"]

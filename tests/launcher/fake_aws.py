@@ -3,7 +3,7 @@
   when it stores a job, so reading it back would not show what the launcher sent);
 - play the part of the job itself: a training job writes metric lines to its CloudWatch log
   stream, the staging job writes the dataset's files into the data prefix;
-- answer fsx:DescribeDataRepositoryAssociations, which moto lacks (NOTES §4), from a table.
+- answer fsx:DescribeDataRepositoryAssociations, which moto lacks, from a table.
 """
 
 import io
@@ -17,7 +17,8 @@ import boto3
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import make_server
 
-from maskrcnn_job import metrics as job_metrics
+from maskrcnn_contract import job_io
+from maskrcnn_contract import metrics as job_metrics
 
 # One line per request would bury the test output.
 logging.getLogger("werkzeug").setLevel(logging.ERROR)
@@ -95,12 +96,12 @@ class FakeAws:
     def _run_job(self, params: Dict) -> None:
         name = params["TrainingJobName"]
         hps = params.get("HyperParameters", {})
-        if hps.get("sagemaker_program") == "stage_coco.py":
-            bucket, _, prefix = hps["s3_uri"][len("s3://"):].partition("/")
+        if hps.get("sagemaker_program") == job_io.STAGING_PROGRAM:
+            bucket, _, prefix = hps[job_io.STAGING_S3_URI][len("s3://"):].partition("/")
             s3 = self.client("s3")
             s3.put_object(Bucket=bucket, Key=prefix + "tfrecords/train-00000-of-00001.tfrecord",
                           Body=b"records")
-            s3.put_object(Bucket=bucket, Key=prefix + "dataset_info.json",
+            s3.put_object(Bucket=bucket, Key=prefix + job_io.DATASET_COMPLETE_MARKER,
                           Body=json.dumps({"num_classes": 91}).encode())
             return
         logs = self.client("logs")

@@ -31,14 +31,15 @@ def test_launch_sends_the_request_and_follows_the_job(fake_aws):
     assert summary["metrics_from_log"]["eval/segm_AP"] == pytest.approx(0.339)
 
 
-def test_dry_run_prints_the_request_and_sends_nothing(fake_aws):
+def test_dry_run_prints_the_request_as_it_would_be_sent_and_sends_nothing(fake_aws):
     before = len(fake_aws.requests_since(0))
-    result = cli(fake_aws, "launch", "--data-source", "fsx", "--dry-run")
+    result = cli(fake_aws, "launch", "--data-source", "fsx", "--run-name", "trial-2", "--dry-run")
     assert result.returncode == 0, result.stderr
     request = json.loads(result.stdout)
-    assert request["InputDataConfig"][0]["DataSource"]["FileSystemDataSource"]["DirectoryPath"] \
-        == "/abcd1234/datasets/coco2017"
     assert fake_aws.requests_since(before) == []
+    # The same checks as a real launch's request.
+    assert_training_request(request, fake_aws.parameters, "fsx", "ml.p4d.24xlarge", 2, 8,
+                            run_name="trial-2")
 
 
 @pytest.mark.parametrize("args, message", [
@@ -46,7 +47,7 @@ def test_dry_run_prints_the_request_and_sends_nothing(fake_aws):
     (["--instance-type", "p4d.24xlarge"], "instance type 'p4d.24xlarge' is not"),
     (["--hp", "image_size=big"], "image_size='big': expected an integer"),
     (["--hp", "warmup=5"], "unknown hyperparameter(s): warmup"),
-    (["--instances", "0"], "instance count 0 must be"),
+    (["--run-name", "My_Run"], "run name 'My_Run'"),
 ])
 def test_invalid_launch_exits_2_naming_the_value(fake_aws, args, message):
     before = len(fake_aws.requests_since(0))

@@ -6,6 +6,7 @@ import re
 
 import nbformat
 import pytest
+from maskrcnn_contract import job_io
 from nbclient import NotebookClient
 
 from tests.launcher.conftest import BUCKET, NOTEBOOKS
@@ -62,7 +63,8 @@ def test_launch_notebook_sends_the_expected_request(fake_aws, source):
     assert re.search(r"^eval/bbox_AP +0\.377$", output, re.M)
     assert re.search(r"^eval/segm_AP +0\.339$", output, re.M)
     assert re.search(r"^train/loss +0\.75$", output, re.M)  # the last value, not the first
-    assert f"s3://{BUCKET}/checkpoints/{sent[0]['TrainingJobName']}/" in output
+    run = sent[0]["TrainingJobName"].rsplit("-", 1)[0]
+    assert f"s3://{BUCKET}/checkpoints/{run}/" in output
 
 
 def test_s3_notebook_with_the_users_choices(fake_aws):
@@ -95,8 +97,8 @@ def test_prepare_data_stages_syncs_reports_and_can_rerun(fake_aws):
     assert staging["TrainingJobName"].startswith("maskrcnn-test-stage-coco-")
     assert staging["RoleArn"] == params["staging-role-arn"]
     assert staging["AlgorithmSpecification"]["TrainingImage"] == params["training-image-uri"]
-    assert staging["HyperParameters"]["sagemaker_program"] == "stage_coco.py"
-    assert staging["HyperParameters"]["s3_uri"] == f"s3://{BUCKET}/datasets/coco2017/"
+    assert staging["HyperParameters"]["sagemaker_program"] == job_io.STAGING_PROGRAM
+    assert staging["HyperParameters"][job_io.STAGING_S3_URI] == f"s3://{BUCKET}/datasets/coco2017/"
     assert staging["VpcConfig"]["Subnets"] == params["subnet-ids"].split(",")
     assert staging["VpcConfig"]["SecurityGroupIds"] == params["security-group-ids"].split(",")
     assert "DataSync: SUCCESS" in first

@@ -1,14 +1,6 @@
-"""Shared fixtures for the training-job tests: import path, a small synthetic COCO set."""
-
-import os
-import sys
+"""Shared fixtures for the training-job tests: a small synthetic COCO set."""
 
 import pytest
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TRAINING_CODE = os.path.join(REPO, "training_code")
-if TRAINING_CODE not in sys.path:
-    sys.path.insert(0, TRAINING_CODE)
 
 
 @pytest.fixture(scope="session")

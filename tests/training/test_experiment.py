@@ -4,7 +4,9 @@ import os
 
 import pytest
 
-from maskrcnn_job import coco_to_tfrecord, experiment, hyperparameters
+from maskrcnn_contract import hyperparameters
+
+from maskrcnn_job import coco_to_tfrecord, experiment
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +40,10 @@ def test_config_follows_hyperparameters_and_dataset(channel):
     assert gpu.runtime.mixed_precision_dtype == "float16"
     assert gpu.task.train_data.dtype == "float16"
     assert gpu.task.model.anchor.anchor_size == 8.0  # Model Garden's COCO default
+
+
+def test_every_model_preset_is_a_model_garden_override():
+    assert set(experiment.PRESETS) == set(hyperparameters.MODEL_PRESETS)
 
 
 def test_learning_rate_schedule_scales_warms_up_and_decays():

@@ -16,15 +16,16 @@ import time
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-LOCAL_RUN = os.path.join(REPO, "training_code", "local_run.py")
 TRAIN = os.path.join(REPO, "training_code", "train.py")
+FAILING_TRAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "failing_train.py")
 TINY = ["--train-images", "16", "--val-images", "8", "--image-size", "64",
         "--hp", "log_every_steps=5", "--hp", "checkpoint_every_steps=10",
         "--hp", "eval_every_epochs=0", "--hp", "warmup_steps=5", "--hp", "lr_decay_epochs="]
 
 
 def _local_run(work_dir, *args, env=None, timeout=900):
-    command = [sys.executable, LOCAL_RUN, "--work-dir", str(work_dir), *TINY, *args,
+    command = [sys.executable, "-m", "maskrcnn_job.local_run", "--work-dir", str(work_dir),
+               *TINY, *args,
                "--timeout", str(timeout - 30)]
     started = time.time()
     result = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
@@ -100,7 +101,7 @@ def test_second_run_resumes_from_the_saved_step(runs):
 
 
 def test_coco_metrics_are_printed_for_sagemaker(runs):
-    from maskrcnn_job import metrics
+    from maskrcnn_contract import metrics
 
     output = runs["second"].stdout
     for name in ("eval/bbox_AP", "eval/bbox_AP50", "eval/segm_AP", "eval/segm_AP50",
@@ -128,8 +129,8 @@ def test_saved_model_serves_an_image(runs):
 
 
 def test_failing_rank_fails_the_job_fast_with_its_cause(tmp_path):
-    run = _local_run(tmp_path, "--hp", "max_steps=50",
-                     env={"MRCNN_INJECT_FAILURE": "1:3"}, timeout=600)
+    run = _local_run(tmp_path, "--hp", "max_steps=50", "--program", FAILING_TRAIN,
+                     env={"INJECT_FAILURE": "1:3"}, timeout=600)
     assert run.returncode != 0
     failure = tmp_path / "opt_ml" / "output" / "failure"
     text = failure.read_text()
@@ -190,14 +191,14 @@ def test_corrupt_tfrecord_is_a_clear_error(runs, tmp_path):
 
 
 def test_pretrained_channel_checkpoint_is_found_or_named_as_missing(tmp_path):
-    import train
+    from maskrcnn_job.job import pretrained_checkpoint
     from maskrcnn_job.sagemaker_env import ContractError
 
     nested = tmp_path / "resnet50_imagenet"
     nested.mkdir()
     for name in ("ckpt-28080.index", "ckpt-28080.data-00000-of-00001"):
         (nested / name).write_bytes(b"")
-    assert train._pretrained_checkpoint(str(tmp_path)) == str(nested / "ckpt-28080")
+    assert pretrained_checkpoint(str(tmp_path)) == str(nested / "ckpt-28080")
     (nested / "ckpt-1.index").write_bytes(b"")
     with pytest.raises(ContractError, match="expected one TensorFlow checkpoint"):
-        train._pretrained_checkpoint(str(tmp_path))
+        pretrained_checkpoint(str(tmp_path))

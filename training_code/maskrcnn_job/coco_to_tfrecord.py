@@ -26,6 +26,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 from pycocotools import mask as mask_api
+from maskrcnn_contract.job_io import DATASET_COMPLETE_MARKER
 from tqdm import tqdm
 
 DEFAULT_SHARD_MB = 150
@@ -303,7 +304,8 @@ def convert_coco_dir(coco_dir: str, out_dir: str, splits=("train", "val"), year:
             os.makedirs(os.path.join(out_dir, "annotations"), exist_ok=True)
             shutil.copyfile(annotation_file,
                             os.path.join(out_dir, "annotations", f"instances_val{year}.json"))
-    _write_json(os.path.join(out_dir, "dataset_info.json"), {
+    # Written last: its presence marks a complete dataset.
+    _write_json(os.path.join(out_dir, DATASET_COMPLETE_MARKER), {
         # Model Garden's Mask R-CNN uses raw category ids as labels, 0 being background.
         "num_classes": max(c["id"] for c in categories) + 1,
         "categories": categories,

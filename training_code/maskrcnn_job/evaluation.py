@@ -14,7 +14,7 @@ import tensorflow as tf
 from official.vision.evaluation import coco_utils
 from pycocotools import cocoeval
 
-from maskrcnn_job import metrics as metric_names
+from maskrcnn_contract import metrics as metric_names
 
 log = logging.getLogger(__name__)
 

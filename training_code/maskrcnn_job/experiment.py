@@ -1,8 +1,9 @@
 """Hyperparameters + dataset -> Model Garden experiment config (the model, data and optimizer).
 
 Starts from Model Garden's registered `maskrcnn_resnetfpn_coco` experiment and overrides what the
-hyperparameters choose. The `compact` preset is the CPU configuration measured in
-shared/NOTES.md §7 (small heads, 4 px anchors, few ROIs).
+hyperparameters choose. The `compact` preset is the configuration measured to learn in minutes
+on this project's 2-core CPU machines (small heads, 4 px anchors, few ROIs; figures in
+training_code/README.md).
 """
 
 import dataclasses
@@ -15,7 +16,8 @@ from official.core import config_definitions as cfg
 from official.core import exp_factory
 from official.vision import registry_imports  # noqa: F401  (registers the vision experiments)
 
-from maskrcnn_job.hyperparameters import Hyperparameters
+from maskrcnn_contract.hyperparameters import Hyperparameters
+from maskrcnn_contract.job_io import DATASET_COMPLETE_MARKER
 
 EXPERIMENT = "maskrcnn_resnetfpn_coco"
 
@@ -33,7 +35,7 @@ class Dataset:
 
     @classmethod
     def from_channel(cls, channel: str) -> "Dataset":
-        info_path = os.path.join(channel, "dataset_info.json")
+        info_path = os.path.join(channel, DATASET_COMPLETE_MARKER)
         if not os.path.isfile(info_path):
             raise FileNotFoundError(
                 f"{info_path} is missing: the train channel must be the output of "
@@ -105,34 +107,34 @@ class Schedule:
         return config
 
 
-def _compact_preset(model, train_data) -> None:
-    """NOTES §7: measured to learn in minutes on a 2-core CPU at 128 px."""
-    model.max_level = 5
-    model.anchor.num_scales = 2
-    model.anchor.aspect_ratios = [0.5, 1.0, 2.0]
-    model.anchor.anchor_size = 4.0
-    model.decoder.fpn.num_filters = 64
-    model.rpn_head.num_filters = 64
-    model.detection_head.num_convs = 0
-    model.detection_head.num_fcs = 2
-    model.detection_head.fc_dims = 256
-    model.roi_generator.pre_nms_top_k = 600
-    model.roi_generator.num_proposals = 128
-    model.roi_generator.test_pre_nms_top_k = 600
-    model.roi_generator.test_num_proposals = 64
-    model.roi_sampler.num_sampled_rois = 64
-    model.mask_sampler.num_sampled_masks = 16
-    model.mask_head.num_convs = 2
-    model.mask_head.num_filters = 64
-    model.detection_generator.pre_nms_top_k = 200
-    model.detection_generator.max_num_detections = 20
-    # 0.997 is too slow to settle within ~1k steps.
-    model.norm_activation.norm_momentum = 0.9
-    train_data.parser.rpn_batch_size_per_im = 64
-    train_data.parser.mask_crop_size = 56
-    train_data.parser.aug_scale_min = 1.0
-    train_data.parser.aug_scale_max = 1.0
-    train_data.cache = True
+# Variants as data, the way Model Garden declares them: an override of the experiment config.
+PRESETS = {
+    "standard": {},
+    # Measured to learn in minutes on a 2-core CPU at 128 px (training_code/README.md).
+    "compact": {"task": {
+        "model": {
+            "max_level": 5,
+            # Small objects: the default smallest anchor (32 px) is too big at 128 px.
+            "anchor": {"num_scales": 2, "aspect_ratios": [0.5, 1.0, 2.0], "anchor_size": 4.0},
+            "decoder": {"fpn": {"num_filters": 64}},
+            "rpn_head": {"num_filters": 64},
+            "detection_head": {"num_convs": 0, "num_fcs": 2, "fc_dims": 256},
+            "roi_generator": {"pre_nms_top_k": 600, "num_proposals": 128,
+                              "test_pre_nms_top_k": 600, "test_num_proposals": 64},
+            "roi_sampler": {"num_sampled_rois": 64},
+            "mask_sampler": {"num_sampled_masks": 16},
+            "mask_head": {"num_convs": 2, "num_filters": 64},
+            "detection_generator": {"pre_nms_top_k": 200, "max_num_detections": 20},
+            # 0.997 is too slow to settle within ~1k steps.
+            "norm_activation": {"norm_momentum": 0.9},
+        },
+        "train_data": {
+            "parser": {"rpn_batch_size_per_im": 64, "mask_crop_size": 56,
+                       "aug_scale_min": 1.0, "aug_scale_max": 1.0},
+            "cache": True,
+        },
+    }},
+}
 
 
 def build(hps: Hyperparameters, dataset: Dataset, num_ranks: int, use_gpu: bool,
@@ -166,8 +168,7 @@ def build(hps: Hyperparameters, dataset: Dataset, num_ranks: int, use_gpu: bool,
     task.train_data.parser.max_num_instances = hps.max_instances
     task.validation_data.drop_remainder = False
     task.validation_data.parser.max_num_instances = max(hps.max_instances, 100)
-    if hps.model_preset == "compact":
-        _compact_preset(model, task.train_data)
+    config.override(PRESETS[hps.model_preset], is_strict=True)
     trainer = config.trainer
     trainer.train_steps = schedule.total_steps
     trainer.optimizer_config = type(trainer.optimizer_config)(

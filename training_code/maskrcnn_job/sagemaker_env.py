@@ -10,9 +10,6 @@ import json
 import os
 from typing import Dict, List, Optional
 
-TRAIN_CHANNEL = "train"            # the dataset: tfrecords/ and annotations/ (see README)
-PRETRAINED_CHANNEL = "pretrained"  # optional ImageNet backbone checkpoint
-
 
 class ContractError(RuntimeError):
     """The container's inputs are missing or malformed."""

@@ -18,6 +18,7 @@ import urllib.request
 import zipfile
 from typing import Optional
 
+from maskrcnn_contract.job_io import DATASET_COMPLETE_MARKER, STAGING_S3_URI, STAGING_WORK_DIR
 from tqdm import tqdm
 
 DEFAULT_PREFIX = "datasets/coco2017/"
@@ -117,7 +118,7 @@ def upload(channel_dir: str, s3_uri: str, client=None) -> int:
     client = client or boto3.client("s3")
     files = sorted(os.path.relpath(os.path.join(root, name), channel_dir)
                    for root, _, names in os.walk(channel_dir) for name in names)
-    files.sort(key=lambda rel: rel == "dataset_info.json")
+    files.sort(key=lambda rel: rel == DATASET_COMPLETE_MARKER)
     for rel in tqdm(files, desc=f"upload to {s3_uri}", unit="file"):
         client.upload_file(os.path.join(channel_dir, rel), bucket, prefix + rel)
     return len(files)
@@ -143,14 +144,14 @@ def stage(work_dir: str, s3_uri: Optional[str], workers: int, strict: bool = Fal
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    # Underscore spellings too: the SageMaker toolkit passes hyperparameters as --name value.
-    parser.add_argument("--s3-uri", "--s3_uri", dest="s3_uri",
+    # The launcher's hyperparameter names too: the SageMaker toolkit passes them as --name value.
+    parser.add_argument("--s3-uri", f"--{STAGING_S3_URI}", dest="s3_uri",
                         help=f"destination, e.g. s3://<bucket>/{DEFAULT_PREFIX}; none: local only")
     # In a SageMaker job: on the ML volume (/opt/ml), but not in output/, which SageMaker would
     # upload as output.tar.gz at the end (~60 GB).
     default_work = ("/opt/ml/stage-coco-work" if "SM_CURRENT_HOST" in os.environ
                     else "build/coco2017")
-    parser.add_argument("--work-dir", "--work_dir", dest="work_dir", default=default_work,
+    parser.add_argument("--work-dir", f"--{STAGING_WORK_DIR}", dest="work_dir", default=default_work,
                         help=f"downloads, images and TFRecords ({default_work})")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--strict", action="store_true",

@@ -17,16 +17,15 @@ import tensorflow as tf
 from official.modeling import optimization, performance
 from official.vision.tasks import maskrcnn
 
+from maskrcnn_contract import metrics as metric_lines
+from maskrcnn_contract.hyperparameters import Hyperparameters
+
 from maskrcnn_job import evaluation, experiment, export
-from maskrcnn_job import metrics as metric_lines
-from maskrcnn_job.hyperparameters import Hyperparameters
 
 log = logging.getLogger(__name__)
 
 LOSS_NAMES = ("total_loss", "rpn_score_loss", "rpn_box_loss", "frcnn_cls_loss", "frcnn_box_loss",
               "mask_loss")
-# Test hook: "RANK:STEP" makes that rank raise at that step (tests/training, failure handling).
-FAILURE_INJECTION_ENV = "MRCNN_INJECT_FAILURE"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,14 +39,6 @@ class Paths:
 def _format_eta(seconds: float) -> str:
     minutes, secs = divmod(int(seconds), 60)
     return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m{secs:02d}s"
-
-
-def _injected_failure_step(rank: int) -> Optional[int]:
-    spec = os.environ.get(FAILURE_INJECTION_ENV)
-    if not spec:
-        return None
-    target_rank, step = (int(v) for v in spec.split(":"))
-    return step if target_rank == rank else None
 
 
 class Trainer:
@@ -203,7 +194,6 @@ class Trainer:
         self.start()
         total = self.schedule.total_steps
         hps, schedule = self.hps, self.schedule
-        fail_at = _injected_failure_step(self.backend.rank)
         if self.step < total:
             iterator = self.training_iterator()
             if self.backend.is_chief:
@@ -214,10 +204,7 @@ class Trainer:
         window, timed_steps, window_start = [], -1, time.time()
         while self.step < total:
             images, labels = self._next_batch(iterator)
-            if fail_at is not None and self.step + 1 >= fail_at:
-                raise RuntimeError(f"injected failure at step {self.step + 1} "
-                                   f"({FAILURE_INJECTION_ENV})")
-            losses = self._train_step(images, labels)
+            losses = self.train_step(images, labels)
             window.append({name: value.numpy() for name, value in losses.items()})
             timed_steps += 1
             if timed_steps == 0:

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from maskrcnn_job import hyperparameters, metrics
-from maskrcnn_job.hyperparameters import HyperparameterError
+from maskrcnn_contract import hyperparameters, metrics
+from maskrcnn_contract.hyperparameters import HyperparameterError
 
 TRAINING_CODE = os.path.join(os.path.dirname(__file__), "..", "..", "training_code")
 

@@ -1,8 +1,9 @@
 """The training job's hyperparameters: names, types, defaults and documentation in one place.
 
-Pure Python (no TensorFlow) so that the launcher can import it to validate hyperparameters before it
-starts a job. SageMaker passes every hyperparameter as a string (hyperparameters.json) or as JSON
-(SM_HPS); `parse` accepts both, converts to the declared type and rejects unknown names and bad
+Part of the job-launcher contract: the job parses its hyperparameters with this module, and the
+launcher validates a user's hyperparameters with the same module before it starts a job.
+SageMaker passes every hyperparameter as a string (hyperparameters.json) or as JSON (SM_HPS);
+`parse` accepts both, converts to the declared type and rejects unknown names and bad
 values with a message naming the hyperparameter.
 """
 
@@ -145,11 +146,9 @@ def parse(raw: Mapping[str, Any]) -> Hyperparameters:
     return hps
 
 
-def parse_json_file(path: str) -> Hyperparameters:
-    """Reads SageMaker's /opt/ml/input/config/hyperparameters.json (all values are strings)."""
-    with open(path, encoding="utf-8") as f:
-        raw = json.load(f)
-    # The SageMaker Python SDK JSON-encodes string values ('"resnet50"'); decode those.
+def decode(raw: Mapping[str, Any]) -> Dict[str, Any]:
+    """Hyperparameters as sent (every value a string, JSON-encoded by some SDK versions:
+    '"resnet50"', '2', 'true') -> Python values that `parse` accepts."""
     decoded = {}
     for key, value in raw.items():
         if isinstance(value, str):
@@ -158,7 +157,13 @@ def parse_json_file(path: str) -> Hyperparameters:
             except json.JSONDecodeError:
                 pass
         decoded[key] = value
-    return parse(decoded)
+    return decoded
+
+
+def parse_json_file(path: str) -> Hyperparameters:
+    """Reads SageMaker's /opt/ml/input/config/hyperparameters.json (all values are strings)."""
+    with open(path, encoding="utf-8") as f:
+        return parse(decode(json.load(f)))
 
 
 def markdown_table() -> str:

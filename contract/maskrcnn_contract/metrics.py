@@ -1,7 +1,7 @@
 """Metric lines on stdout and the SageMaker metric definitions that read them back.
 
-Pure Python: the launcher imports METRIC_DEFINITIONS for CreateTrainingJob. Rank 0 prints one
-metric per line as `<name>: <value>`; SageMaker applies each regex to the job's log lines.
+Part of the job-launcher contract: rank 0 prints one metric per line as `<name>: <value>`; the
+launcher sends METRIC_DEFINITIONS with the job, and SageMaker applies each regex to its log lines.
 """
 
 import sys
@@ -43,7 +43,7 @@ METRIC_DEFINITIONS: List[Dict[str, str]] = [
 
 def format_line(name: str, value: float) -> str:
     if name not in ALL_METRICS:
-        raise KeyError(f"undeclared metric {name!r}: add it to metrics.py so SageMaker reads it")
+        raise KeyError(f"undeclared metric {name!r}: add it to maskrcnn_contract/metrics.py so SageMaker reads it")
     return f"{name}: {value:.6g}"
 
 

@@ -1,18 +1,20 @@
 """Run the training job on this machine as the SageMaker container would (`make demo`).
 
+    python -m maskrcnn_job.local_run [--ranks 2] [--hosts 1] [--hp KEY=VALUE ...]
+
 1. lays out a SageMaker-like /opt/ml tree under the work directory (input/config/
    hyperparameters.json, resourceconfig.json, inputdataconfig.json; input/data/train; model/;
    output/; checkpoints/),
 2. generates the synthetic shapes dataset in COCO format and converts it to TFRecords into the
    `train` channel (kept between runs while its parameters are unchanged),
-3. starts N ranks of training_code/train.py with mpirun, as the SageMaker training toolkit does
+3. starts N ranks of training_code/train.py (or --program) with mpirun, as the SageMaker training toolkit does
    (-mca orte_abort_on_non_zero_status 1: one failing rank ends the job); HOROVOD_CYCLE_TIME
    defaults to 20 ms here: with one core per rank, Horovod's background thread waking every
    few ms slows the step by ~25% (benchmarks/cpu_scaling.py),
 4. prints the final metrics, and the failure file if the job failed; exits with the job's status.
 
-Defaults reproduce shared/NOTES.md §7 (ResNet-18-FPN, 128 px, compact heads, 2 ranks): about
-10-15 minutes on 2 CPU cores, mask AP around 0.3 on the synthetic val set.
+Defaults: ResNet-18-FPN, 128 px, compact heads, 2 ranks: about 8-10 minutes on 2 CPU cores
+(figures in training_code/README.md).
 """
 
 import argparse
@@ -25,10 +27,11 @@ import sys
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+from maskrcnn_contract import hyperparameters, job_io, metrics
 
-from maskrcnn_job import hyperparameters, metrics  # noqa: E402  (pure Python)
+# The container's /opt/ml/code: train.py beside this package.
+CODE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAIN_PROGRAM = os.path.join(CODE_DIR, "train.py")
 
 # What the demo trains with; every key can be overridden with --hp KEY=VALUE.
 LOCAL_HYPERPARAMETERS = {
@@ -68,6 +71,8 @@ def parse_args(argv=None):
                         help="keep checkpoints/ of the previous run and resume from the latest")
     parser.add_argument("--timeout", type=int, default=3600,
                         help="seconds before the job is stopped (3600)")
+    parser.add_argument("--program", default=TRAIN_PROGRAM,
+                        help="the program each rank runs (training_code/train.py)")
     return parser.parse_args(argv)
 
 
@@ -126,7 +131,8 @@ def prepare_layout(args, work_dir: str) -> list:
     """One /opt/ml tree per emulated host; returns the SM_* environment of each host."""
     hosts = _host_names(args.hosts)
     hps = _hyperparameters(args)
-    shared_channel = os.path.join(_opt_ml(work_dir, "algo-1"), "input", "data", "train")
+    train = job_io.TRAIN_CHANNEL
+    shared_channel = os.path.join(_opt_ml(work_dir, "algo-1"), "input", "data", train)
     environments = []
     for host in hosts:
         opt_ml = _opt_ml(work_dir, host)
@@ -139,8 +145,8 @@ def prepare_layout(args, work_dir: str) -> list:
         _write_json(os.path.join(config, "resourceconfig.json"), {
             "current_host": host, "hosts": hosts, "network_interface_name": "lo"})
         _write_json(os.path.join(config, "inputdataconfig.json"), {
-            "train": {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated"}})
-        channel = os.path.join(opt_ml, "input", "data", "train")
+            train: {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated"}})
+        channel = os.path.join(opt_ml, "input", "data", train)
         if host == "algo-1":
             _prepare_dataset(args, work_dir, channel)
         elif not os.path.islink(channel):
@@ -150,7 +156,7 @@ def prepare_layout(args, work_dir: str) -> list:
             os.symlink(shared_channel, channel)
         environments.append({
             "OPT_ML_ROOT": opt_ml,
-            "SM_CHANNEL_TRAIN": channel,
+            f"SM_CHANNEL_{train.upper()}": channel,
             "SM_MODEL_DIR": os.path.join(opt_ml, "model"),
             "SM_OUTPUT_DATA_DIR": os.path.join(opt_ml, "output", "data"),
             "SM_HOSTS": json.dumps(hosts),
@@ -202,7 +208,7 @@ def main(argv=None) -> int:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     command = mpirun_command(args.ranks // args.hosts, host_environments,
-                             os.path.join(HERE, "train.py"))
+                             os.path.abspath(args.program))
     print("running:", " ".join(command), flush=True)
     final = {}
     pattern = re.compile(r"^(eval/\S+): (\S+)$")

@@ -1,0 +1,40 @@
+"""The SSM parameters a deployment publishes under `/<deployment name>/` for launchers.
+
+The training stack publishes exactly these names (stacks/training_stack.py), the launcher reads
+them into its `Deployment` (notebooks/maskrcnn_launcher/settings.py), and the tests seed their
+fake deployment from them; tests/infra checks that the synthesized parameters are these.
+"""
+
+# Published by every deployment.
+REQUIRED = (
+    "region",
+    "job-name-prefix",
+    "data-bucket",
+    "data-prefix",
+    "pretrained-prefix",
+    "output-prefix",
+    "checkpoint-prefix",
+    "kms-key-arn",
+    "efs-id",
+    "efs-data-path",
+    "datasync-task-arn",
+    "subnet-ids",          # comma-separated
+    "security-group-ids",  # comma-separated
+    "training-role-arn",
+    "staging-role-arn",
+    "training-image-uri",
+)
+# Published only when the deployment has FSx for Lustre.
+FSX = ("fsx-id", "fsx-mount-name", "fsx-data-path")
+ALL = REQUIRED + FSX
+# Values that are comma-separated lists.
+LISTS = ("subnet-ids", "security-group-ids")
+# Values that are S3 key prefixes ('datasets/coco2017/': no leading '/', a trailing '/').
+PREFIXES = ("data-prefix", "pretrained-prefix", "output-prefix", "checkpoint-prefix")
+
+
+def parameter_name(ssm_path: str, leaf: str) -> str:
+    """The full parameter name, e.g. /maskrcnn/data-bucket."""
+    if leaf not in ALL:
+        raise KeyError(f"{leaf!r} is not a deployment parameter; known: {', '.join(ALL)}")
+    return f"{ssm_path.rstrip('/')}/{leaf}"

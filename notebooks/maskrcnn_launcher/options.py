@@ -1,0 +1,35 @@
+"""What a user chooses for a launch, and the error a launch that cannot go out raises."""
+
+import dataclasses
+from typing import Dict, Optional
+
+DATA_SOURCES = ("s3", "efs", "fsx")
+# Forwarded by mpirun to every rank: the image sets them, but ranks on other hosts start via ssh,
+# which does not carry the container's environment.
+DEFAULT_MPI_OPTIONS = "-x HOROVOD_FUSION_THRESHOLD -x HOROVOD_CYCLE_TIME -x NCCL_DEBUG=WARN"
+
+
+class LaunchRequestError(ValueError):
+    """The launch would be refused by the deployment's policy or fail the job; the message lists
+    every problem."""
+
+
+@dataclasses.dataclass
+class LaunchOptions:
+    """What the user chooses in a notebook or on the command line."""
+
+    data_source: str = "fsx"
+    instance_type: str = "ml.p4d.24xlarge"
+    instance_count: int = 2
+    processes_per_host: Optional[int] = None  # None: one per GPU of instance_type
+    hyperparameters: Dict[str, object] = dataclasses.field(default_factory=dict)
+    use_pretrained: bool = True
+    use_spot: bool = False
+    max_run_hours: float = 72.0
+    max_wait_hours: Optional[float] = None  # spot only; None: twice max_run_hours
+    volume_size_gb: int = 200  # File mode copies the S3 channel (~20 GB) onto it
+    mpi_options: str = DEFAULT_MPI_OPTIONS
+    # Names the run: its jobs are `<prefix>-<run name>-<time>` and share the checkpoints in
+    # s3://<bucket>/checkpoints/<prefix>-<run name>/, so launching a run again resumes it.
+    # None: `<data source>-<6 random hex digits>`, a new run.
+    run_name: Optional[str] = None
