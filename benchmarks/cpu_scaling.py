@@ -2,7 +2,7 @@
 share of the step, input pipeline against model consumption, mask AP after a fixed number of steps.
 
 Prints figures only (no assertions). Runs the real job code through mpirun, on the synthetic
-dataset of `local_run.py`, with its demo hyperparameters (ResNet-18-FPN, 128 px, compact heads,
+dataset of `maskrcnn_job.local_run`, with its demo hyperparameters (ResNet-18-FPN, 128 px, compact heads,
 2 images per rank). About 5 minutes on 2 cores, plus the AP run if --ap-steps > 0.
 
   .venv/bin/python benchmarks/cpu_scaling.py [--steps 30] [--ap-steps 600]
@@ -17,10 +17,9 @@ import subprocess
 import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "training_code"))
+from maskrcnn_job import local_run
 
-import local_run  # noqa: E402
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 STEP_TIMING = os.path.join(REPO, "benchmarks", "step_timing.py")
 # (ranks, intra-op threads per rank): one core, both cores in one process, one core per rank.
@@ -55,7 +54,7 @@ def _time_config(work_dir: str, ranks: int, threads: int, steps: int) -> dict:
 def _mask_ap_after(work_dir: str, steps: int) -> dict:
     started = time.time()
     result = subprocess.run(
-        [sys.executable, os.path.join(REPO, "training_code", "local_run.py"), "--work-dir",
+        [sys.executable, "-m", "maskrcnn_job.local_run", "--work-dir",
          work_dir, "--hp", f"max_steps={steps}", "--hp", "eval_every_epochs=0"],
         capture_output=True, text=True, timeout=3600)
     if result.returncode != 0:

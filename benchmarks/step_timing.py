@@ -10,16 +10,11 @@ pipeline), then measures on every rank and reports from rank 0 as one JSON line:
 
 import json
 import os
-import sys
 import time
 
 import numpy as np
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "training_code"))
-
-import train  # noqa: E402
-from maskrcnn_job import sagemaker_env  # noqa: E402
+from maskrcnn_job import job, sagemaker_env
 
 
 def _median_seconds(fn, repeats):
@@ -34,7 +29,7 @@ def _median_seconds(fn, repeats):
 def main():
     steps = int(os.environ.get("BENCH_STEPS", "30"))
     warmup = int(os.environ.get("BENCH_WARMUP", "5"))
-    trainer = train.build_trainer(sagemaker_env.load())
+    trainer = job.build_trainer(sagemaker_env.load())
     trainer.start()
     backend = trainer.backend
     per_rank_batch = trainer.hps.images_per_gpu

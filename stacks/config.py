@@ -47,6 +47,17 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+class BucketLayout:
+    """The data bucket's key prefixes, each ending in '/'. Each role is granted its prefixes; the
+    launcher learns them from SSM."""
+
+    data: str                        # the staged dataset (maskrcnn:data_prefix)
+    pretrained: str = "pretrained/"  # ImageNet backbone checkpoints (the `pretrained` channel)
+    output: str = "jobs/"            # job outputs: model.tar.gz, output.tar.gz
+    checkpoints: str = "checkpoints/"  # one folder per training run, synced by SageMaker
+
+
+@dataclass(frozen=True)
 class DeploymentConfig:
     """All deployment settings. Context keys are the field names with the `maskrcnn:` prefix."""
 
@@ -89,6 +100,15 @@ class DeploymentConfig:
     # concrete: the asset stage's registry login names the region).
     pipeline_account: str | None = None
     pipeline_region: str | None = None
+
+    @property
+    def bucket(self) -> BucketLayout:
+        return BucketLayout(data=self.data_prefix)
+
+    @property
+    def data_path(self) -> str:
+        """The dataset's path below the root of EFS and of FSx: `/<data_prefix>` without '/'."""
+        return "/" + self.data_prefix.rstrip("/")
 
     @property
     def ssm_path(self) -> str:
@@ -279,4 +299,4 @@ def _check_cidr(cidr: str) -> None:
     _check(ok, "vpc_cidr", cidr, "an IPv4 CIDR block from /16 to /22, e.g. '10.40.0.0/16'")
 
 
-__all__ = ["ConfigError", "DeploymentConfig", "CONTEXT_PREFIX", "FSX_DEPLOYMENT_TYPES"]
+__all__ = ["BucketLayout", "ConfigError", "DeploymentConfig", "CONTEXT_PREFIX", "FSX_DEPLOYMENT_TYPES"]

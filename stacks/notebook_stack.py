@@ -21,7 +21,7 @@ from stacks.permissions import bucket_prefixes, log_group_arn, policy
 from stacks.network_stack import NetworkStack
 from stacks.notebooks_asset import notebooks_asset
 from stacks.storage_stack import StorageStack
-from stacks.training_stack import CHECKPOINT_PREFIX, OUTPUT_PREFIX, PRETRAINED_PREFIX, TrainingStack
+from stacks.training_stack import TrainingStack
 
 LIFECYCLE_DIR = Path(__file__).resolve().parent / "notebook_lifecycle"
 PLATFORM = "notebook-al2023-v1"
@@ -57,9 +57,9 @@ class NotebookStack(Stack):
             on_start=[sagemaker.CfnNotebookInstanceLifecycleConfig.NotebookInstanceLifecycleHookProperty(
                 content=Fn.base64(self._script(
                     "on_start.sh",
-                    EFS_ID=storage.file_system.file_system_id,
-                    FSX_DNS=storage.fsx.dns_name if storage.fsx else "",
-                    FSX_MOUNT_NAME=storage.fsx.mount_name if storage.fsx else "",
+                    EFS_ID=storage.efs.file_system.file_system_id,
+                    FSX_DNS=storage.fsx.file_system.dns_name if storage.fsx else "",
+                    FSX_MOUNT_NAME=storage.fsx.file_system.mount_name if storage.fsx else "",
                     SSM_PATH=config.ssm_path,
                 )))],
         )
@@ -192,11 +192,12 @@ class NotebookStack(Stack):
            "the two named groups); CloudWatch metric reads support no resource but '*'.")
 
     def _grant_data_access(self, storage: StorageStack) -> None:
+        layout = self.config.bucket
         bucket_prefixes(self, "NotebookData", self.role, storage.data_bucket, storage.data_key,
-                        read=[self.config.data_prefix, PRETRAINED_PREFIX, CHECKPOINT_PREFIX],
+                        read=[layout.data, layout.pretrained, layout.checkpoints],
                         # The SDK uploads job inputs under the output prefix and reads results back.
-                        write=[OUTPUT_PREFIX])
-        task = storage.datasync_task.attr_task_arn
+                        write=[layout.output])
+        task = storage.efs.task.attr_task_arn
         policy(self, "NotebookStorageServices", self.role, [
             # Jobs' volumes use the data key: SageMaker creates the grant as the caller.
             iam.PolicyStatement(
@@ -214,7 +215,7 @@ class NotebookStack(Stack):
             iam.PolicyStatement(
                 sid="DescribeEfs",
                 actions=["elasticfilesystem:DescribeFileSystems", "elasticfilesystem:DescribeMountTargets"],
-                resources=[storage.efs_file_system_arn]),
+                resources=[storage.efs.file_system_arn]),
             iam.PolicyStatement(
                 sid="DescribeFsxAndItsImports",
                 actions=["fsx:DescribeFileSystems", "fsx:DescribeDataRepositoryAssociations",

@@ -1,8 +1,8 @@
-"""The notebooks the notebook instance receives, with the training job's contract beside them.
+"""The notebooks the notebook instance receives, with the job-launcher contract beside them.
 
-The launcher in `notebooks/` imports `maskrcnn_job.hyperparameters` and `maskrcnn_job.metrics`
-(pure Python) so that hyperparameter names and metric regexes exist in one place only. The asset
-is bundled at synth by copying, with no Docker: `notebooks/` plus those two modules as a package.
+The launcher in `notebooks/` imports `maskrcnn_contract` (hyperparameters, metrics, channel and
+SSM names), the same package the training image installs. The asset is `notebooks/` plus that
+package copied whole, bundled at synth by copying, with no Docker.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from constructs import Construct
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
-JOB_PACKAGE_DIR = REPO_ROOT / "training_code" / "maskrcnn_job"
-CONTRACT_MODULES = ("hyperparameters.py", "metrics.py")
+CONTRACT_PACKAGE_DIR = REPO_ROOT / "contract" / "maskrcnn_contract"
 IGNORED = shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", "*.pyc")
 
 
@@ -26,12 +25,8 @@ IGNORED = shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", "*.pyc")
 class _CopyNotebooksAndContract:
     def try_bundle(self, output_dir: str, _options) -> bool:
         shutil.copytree(NOTEBOOKS_DIR, output_dir, dirs_exist_ok=True, ignore=IGNORED)
-        package = Path(output_dir) / "maskrcnn_job"
-        package.mkdir(exist_ok=True)
-        (package / "__init__.py").write_text(
-            '"""The training job\'s contract (hyperparameters, metrics), copied at synth."""\n')
-        for name in CONTRACT_MODULES:
-            shutil.copy2(JOB_PACKAGE_DIR / name, package / name)
+        shutil.copytree(CONTRACT_PACKAGE_DIR, Path(output_dir) / CONTRACT_PACKAGE_DIR.name,
+                        dirs_exist_ok=True, ignore=IGNORED)
         return True
 
 
@@ -39,7 +34,7 @@ def notebooks_asset(scope: Construct, construct_id: str) -> s3_assets.Asset:
     return s3_assets.Asset(
         scope, construct_id,
         path=str(NOTEBOOKS_DIR),
-        # Hash what is shipped, so a change to the contract modules ships too.
+        # Hash what is shipped, so a change to the contract ships too.
         asset_hash_type=AssetHashType.OUTPUT,
         bundling=BundlingOptions(
             # Never pulled: local bundling always succeeds.

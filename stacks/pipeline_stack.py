@@ -7,6 +7,9 @@ Learning Containers registry so the training image, FROM a DLC, can build.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_codepipeline as codepipeline
 from aws_cdk import aws_ecr as ecr
@@ -40,7 +43,9 @@ GENERATED_ROLE_REASONS = {
         "execution) with its KMS key."),
 }
 
-CDK_CLI_VERSION = "2.1148.1"  # keep equal to package.json
+# The CLI the synth step runs is the one package.json pins (npm ci): the pipeline's own CLI too.
+CDK_CLI_VERSION = json.loads(
+    (Path(__file__).resolve().parent.parent / "package.json").read_text())["devDependencies"]["aws-cdk"]
 DLC_ACCOUNT = "763104351884"  # AWS Deep Learning Containers registry
 DLC_REPOSITORY = "tensorflow-training"
 

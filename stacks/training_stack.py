@@ -13,18 +13,19 @@ from pathlib import Path
 from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_ssm as ssm
+from aws_cdk import aws_ssm
 from constructs import Construct
+from maskrcnn_contract import ssm
 
 from stacks.config import DeploymentConfig
 from stacks.network_stack import NetworkStack
 from stacks.permissions import bucket_prefixes, log_group_arn, policy
 from stacks.storage_stack import StorageStack
 
-TRAINING_CODE_DIR = Path(__file__).resolve().parent.parent / "training_code"
-PRETRAINED_PREFIX = "pretrained/"
-OUTPUT_PREFIX = "jobs/"
-CHECKPOINT_PREFIX = "checkpoints/"
+# The image's build context is the repository root (the image installs contract/ too); the root
+# .dockerignore admits only contract/ and training_code/.
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DOCKERFILE = "training_code/Dockerfile"
 SAGEMAKER = "sagemaker.amazonaws.com"
 
 
@@ -37,22 +38,22 @@ class TrainingStack(Stack):
         self.config = config
         self.image = ecr_assets.DockerImageAsset(
             self, "TrainingImage",
-            directory=str(TRAINING_CODE_DIR),
+            directory=str(REPO_ROOT),
+            file=DOCKERFILE,
             platform=ecr_assets.Platform.LINUX_AMD64,
-            exclude=["**/__pycache__", "**/*.pyc", "**/.pytest_cache"],
         )
-        bucket, key = storage.data_bucket, storage.data_key
+        bucket, key, layout = storage.data_bucket, storage.data_key, config.bucket
         self.job_name_prefix = config.deployment_name
 
         self.training_role = self._job_role("TrainingRole", "SageMaker training jobs", network)
         bucket_prefixes(self, "TrainingRoleData", self.training_role, bucket, key,
-                        read=[config.data_prefix, PRETRAINED_PREFIX],
-                        write=[OUTPUT_PREFIX, CHECKPOINT_PREFIX])
+                        read=[layout.data, layout.pretrained],
+                        write=[layout.output, layout.checkpoints])
         self._allow_file_systems(self.training_role, storage)
 
         self.staging_role = self._job_role("DataStagingRole", "the COCO staging job", network)
         bucket_prefixes(self, "DataStagingRoleData", self.staging_role, bucket, key,
-                        write=[config.data_prefix, OUTPUT_PREFIX])
+                        write=[layout.data, layout.output])
 
         self.parameters = self._publish_parameters(network, storage)
         CfnOutput(self, "ParameterPath", value=config.ssm_path,
@@ -117,49 +118,56 @@ class TrainingStack(Stack):
         """SageMaker looks up the mount targets of a job's file-system channel as the job role."""
         statements = [iam.PolicyStatement(
             actions=["elasticfilesystem:DescribeMountTargets", "elasticfilesystem:DescribeFileSystems"],
-            resources=[storage.efs_file_system_arn])]
+            resources=[storage.efs.file_system_arn])]
         if storage.fsx is not None:
             statements.append(iam.PolicyStatement(
                 actions=["fsx:DescribeFileSystems"],
                 resources=[self.format_arn(service="fsx", resource="file-system",
-                                           resource_name=storage.fsx.file_system_id)]))
+                                           resource_name=storage.fsx.file_system.file_system_id)]))
         policy(self, "TrainingRoleFileSystems", role, statements)
 
-    def _publish_parameters(self, network: NetworkStack, storage: StorageStack) -> dict[str, ssm.StringParameter]:
-        """Everything a launcher needs, under one path: no stack outputs to copy by hand."""
+    def _publish_parameters(self, network: NetworkStack,
+                            storage: StorageStack) -> dict[str, aws_ssm.StringParameter]:
+        """Everything a launcher needs, under one path: no stack outputs to copy by hand. The
+        names are the contract's (maskrcnn_contract.ssm), which the launcher reads."""
         subnets = network.private.subnet_ids
+        layout = self.config.bucket
         values = {
             "region": self.region,
             "job-name-prefix": self.job_name_prefix,
             "data-bucket": storage.data_bucket.bucket_name,
-            "data-prefix": self.config.data_prefix,
-            "pretrained-prefix": PRETRAINED_PREFIX,
-            "output-prefix": OUTPUT_PREFIX,
-            "checkpoint-prefix": CHECKPOINT_PREFIX,
+            "data-prefix": layout.data,
+            "pretrained-prefix": layout.pretrained,
+            "output-prefix": layout.output,
+            "checkpoint-prefix": layout.checkpoints,
             "kms-key-arn": storage.data_key.key_arn,
-            "efs-id": storage.file_system.file_system_id,
-            "efs-data-path": storage.data_path,
-            "datasync-task-arn": storage.datasync_task.attr_task_arn,
+            "efs-id": storage.efs.file_system.file_system_id,
+            "efs-data-path": self.config.data_path,
+            "datasync-task-arn": storage.efs.task.attr_task_arn,
             "subnet-ids": ",".join(subnets),
             "security-group-ids": network.training_sg.security_group_id,
             "training-role-arn": self.training_role.role_arn,
             "staging-role-arn": self.staging_role.role_arn,
             "training-image-uri": self.image.image_uri,
         }
+        names = ssm.REQUIRED
         if storage.fsx is not None:
+            names += ssm.FSX
             values.update({
-                "fsx-id": storage.fsx.file_system_id,
-                "fsx-mount-name": storage.fsx.mount_name,
-                # SageMaker wants FSx directory paths to start with the mount name.
-                "fsx-data-path": f"/{storage.fsx.mount_name}{storage.data_path}",
+                "fsx-id": storage.fsx.file_system.file_system_id,
+                "fsx-mount-name": storage.fsx.file_system.mount_name,
+                "fsx-data-path": storage.fsx.data_path,
             })
+        extra = set(values) - set(names)
+        if extra:
+            raise ValueError(f"SSM parameters {sorted(extra)} are not in maskrcnn_contract.ssm")
         return {
-            name: ssm.StringParameter(
+            name: aws_ssm.StringParameter(
                 self, f"Parameter-{name}",
-                parameter_name=f"{self.config.ssm_path}/{name}",
-                string_value=value,
+                parameter_name=ssm.parameter_name(self.config.ssm_path, name),
+                string_value=values[name],  # a contract name without a value fails synth here
                 description=f"{self.config.deployment_name}: {name} for training-job launchers",
             )
-            for name, value in values.items()
+            for name in names
         }
 

@@ -79,3 +79,8 @@ def variant_app(tmp_path_factory) -> Synthesized:
 @pytest.fixture(scope="session")
 def pipeline_app(tmp_path_factory) -> Synthesized:
     return synthesize(tmp_path_factory, "pipeline", PIPELINE_CONTEXT)
+
+
+@pytest.fixture(scope="session")
+def no_fsx_app(tmp_path_factory) -> Synthesized:
+    return synthesize(tmp_path_factory, "no-fsx", {"maskrcnn:fsx_enabled": False})

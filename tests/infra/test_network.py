@@ -3,14 +3,12 @@
 from aws_cdk.assertions import Match
 
 from stacks.network_stack import INTERFACE_ENDPOINTS
+from tests.infra.templates import of_type
 
-
-def resources(raw, kind):
-    return {k: v for k, v in raw["Resources"].items() if v["Type"] == kind}
 
 
 def group_id(raw, construct_prefix):
-    matches = [k for k in resources(raw, "AWS::EC2::SecurityGroup") if k.startswith(construct_prefix)]
+    matches = [k for k in of_type(raw, "AWS::EC2::SecurityGroup") if k.startswith(construct_prefix)]
     assert len(matches) == 1, matches
     return matches[0]
 
@@ -18,7 +16,7 @@ def group_id(raw, construct_prefix):
 def ingress_rules(raw, group):
     """Ingress rules of one group as (protocol, from, to, source group logical id)."""
     rules = set()
-    for rule in resources(raw, "AWS::EC2::SecurityGroupIngress").values():
+    for rule in of_type(raw, "AWS::EC2::SecurityGroupIngress").values():
         props = rule["Properties"]
         if props["GroupId"] == {"Fn::GetAtt": [group, "GroupId"]}:
             source = props.get("SourceSecurityGroupId", {}).get("Fn::GetAtt", [props.get("CidrIp")])[0]
@@ -28,11 +26,11 @@ def ingress_rules(raw, group):
 
 def test_no_subnet_gives_public_ips_and_private_subnets_span_two_azs(default_app):
     raw = default_app.raw("-network")
-    subnets = resources(raw, "AWS::EC2::Subnet").values()
+    subnets = of_type(raw, "AWS::EC2::Subnet").values()
     assert all(s["Properties"]["MapPublicIpOnLaunch"] is False for s in subnets)
     private = [s for s in subnets if {"Key": "aws-cdk:subnet-name", "Value": "private"} in s["Properties"]["Tags"]]
     assert len(private) == 2
-    assert len(resources(raw, "AWS::EC2::NatGateway")) == 1
+    assert len(of_type(raw, "AWS::EC2::NatGateway")) == 1
 
 
 def test_flow_logs_capture_all_traffic_into_a_retained_log_group(default_app):
@@ -44,7 +42,7 @@ def test_flow_logs_capture_all_traffic_into_a_retained_log_group(default_app):
 
 def test_s3_gateway_and_every_interface_endpoint_with_private_dns_behind_its_own_group(default_app):
     raw = default_app.raw("-network")
-    endpoints = resources(raw, "AWS::EC2::VPCEndpoint")
+    endpoints = of_type(raw, "AWS::EC2::VPCEndpoint")
     gateways = [e for e in endpoints.values() if e["Properties"].get("VpcEndpointType") == "Gateway"]
     assert len(gateways) == 1 and "s3" in str(gateways[0]["Properties"]["ServiceName"])
     interfaces = [e["Properties"] for e in endpoints.values() if e["Properties"].get("VpcEndpointType") == "Interface"]
@@ -84,18 +82,18 @@ def test_no_ingress_from_any_address(default_app, variant_app):
         raw = app.raw("-network")
         text = str([r for r in raw["Resources"].values()
                     if r["Type"] in ("AWS::EC2::SecurityGroup", "AWS::EC2::SecurityGroupIngress")])
-        ingress_cidrs = [rule["Properties"].get("CidrIp") for rule in resources(raw, "AWS::EC2::SecurityGroupIngress").values()]
+        ingress_cidrs = [rule["Properties"].get("CidrIp") for rule in of_type(raw, "AWS::EC2::SecurityGroupIngress").values()]
         assert all(cidr is None for cidr in ingress_cidrs)
-        for group in resources(raw, "AWS::EC2::SecurityGroup").values():
+        for group in of_type(raw, "AWS::EC2::SecurityGroup").values():
             for rule in group["Properties"].get("SecurityGroupIngress", []):
                 assert rule.get("CidrIp") not in ("0.0.0.0/0",) and rule.get("CidrIpv6") != "::/0", text
 
 
 def test_isolated_variant_has_no_internet_path_and_uses_three_named_azs(variant_app):
     raw = variant_app.raw("-network")
-    assert not resources(raw, "AWS::EC2::NatGateway")
-    assert not resources(raw, "AWS::EC2::InternetGateway")
-    subnets = resources(raw, "AWS::EC2::Subnet").values()
+    assert not of_type(raw, "AWS::EC2::NatGateway")
+    assert not of_type(raw, "AWS::EC2::InternetGateway")
+    subnets = of_type(raw, "AWS::EC2::Subnet").values()
     assert sorted(s["Properties"]["AvailabilityZone"] for s in subnets) == ["us-west-2a", "us-west-2b", "us-west-2c"]
     variant_app.template("-network").has_resource_properties("AWS::EC2::Subnet", {
         "Tags": Match.array_with([{"Key": "aws-cdk:subnet-type", "Value": "Isolated"}])})

@@ -3,8 +3,8 @@
 import base64
 import json
 
-from stacks.notebooks_asset import CONTRACT_MODULES, JOB_PACKAGE_DIR, NOTEBOOKS_DIR
-from tests.infra.test_training import of_type, statements_of
+from stacks.notebooks_asset import CONTRACT_PACKAGE_DIR, NOTEBOOKS_DIR
+from tests.infra.templates import actions, of_type, statements_of
 
 
 def test_notebook_instance_is_private_encrypted_without_root_on_imdsv2(default_app):
@@ -44,9 +44,9 @@ def test_notebook_role_passes_only_the_job_roles_and_only_to_sagemaker(default_a
     assert len(passes) == 1
     assert passes[0]["Condition"] == {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}
     assert len(passes[0]["Resource"]) == 2 and all("Fn::ImportValue" in r for r in passes[0]["Resource"])
-    actions = {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
-    assert "sagemaker:*" not in actions and not any(a.startswith("iam:") and a != "iam:PassRole" for a in actions)
-    assert not any(a.endswith("*") for a in actions), actions
+    allowed = actions(statements)
+    assert "sagemaker:*" not in allowed and not any(a.startswith("iam:") and a != "iam:PassRole" for a in allowed)
+    assert not any(a.endswith("*") for a in allowed), allowed
 
 
 def test_jobs_can_only_be_created_in_the_training_subnets_and_group(default_app):
@@ -82,11 +82,15 @@ def test_git_repository_gets_a_secret_in_the_form_sagemaker_reads(variant_app):
     assert any(s["Action"] == "secretsmanager:GetSecretValue" for s in statements)
 
 
-def test_notebooks_asset_ships_the_training_jobs_contract_beside_the_notebooks(default_app):
+def test_notebooks_asset_ships_the_contract_package_whole_beside_the_notebooks(default_app):
     manifest = json.loads(next(default_app.outdir.glob("*notebook.assets.json")).read_text())
     shipped, = [default_app.outdir / f["source"]["path"] for f in manifest["files"].values()
                 if f["source"].get("packaging") == "zip"]
     assert (shipped / "README.md").read_text() == (NOTEBOOKS_DIR / "README.md").read_text()
-    for module in CONTRACT_MODULES:
-        assert (shipped / "maskrcnn_job" / module).read_text() == (JOB_PACKAGE_DIR / module).read_text()
-    assert sorted(p.name for p in (shipped / "maskrcnn_job").iterdir()) == ["__init__.py", *CONTRACT_MODULES]
+    modules = sorted(p.name for p in CONTRACT_PACKAGE_DIR.glob("*.py"))
+    assert "__init__.py" in modules and "ssm.py" in modules
+    assert sorted(p.name for p in (shipped / "maskrcnn_contract").iterdir()) == modules
+    for module in modules:
+        assert (shipped / "maskrcnn_contract" / module).read_text() == \
+            (CONTRACT_PACKAGE_DIR / module).read_text()
+    assert not (shipped / "maskrcnn_job").exists()

@@ -3,15 +3,18 @@
 import json
 
 from stacks.pipeline_stack import CDK_CLI_VERSION
-from tests.infra.test_training import of_type
+from tests.infra.templates import of_type
 
 REPO_PACKAGE = "package.json"
 
 
-def test_cli_version_is_the_one_package_json_pins():
+def test_pipeline_installs_the_cli_package_json_pins(pipeline_app):
     from tests.infra.conftest import REPO
     pinned = json.loads((REPO / REPO_PACKAGE).read_text())["devDependencies"]["aws-cdk"]
     assert CDK_CLI_VERSION == pinned
+    # The self-mutation and asset steps install that CLI.
+    text = json.dumps(pipeline_app.raw("-pipeline"))
+    assert f"aws-cdk@{pinned}" in text
 
 
 def test_pipeline_is_v2_from_the_connection(pipeline_app):

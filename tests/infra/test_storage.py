@@ -2,15 +2,7 @@
 
 from aws_cdk.assertions import Match
 
-
-def of_type(raw, kind):
-    return {k: v for k, v in raw["Resources"].items() if v["Type"] == kind}
-
-
-def only(raw, kind):
-    found = list(of_type(raw, kind).items())
-    assert len(found) == 1, [k for k, _ in found]
-    return found[0]
+from tests.infra.templates import actions, of_type, only
 
 
 def test_data_key_rotates_and_is_retained(default_app):
@@ -23,7 +15,7 @@ def test_data_bucket_is_private_kms_encrypted_versioned_logged_and_retained(defa
     key_id = only(raw, "AWS::KMS::Key")[0]
     buckets = of_type(raw, "AWS::S3::Bucket")
     data_id = next(k for k in buckets if k.startswith("DataBucket"))
-    log_id = next(k for k in buckets if k.startswith("AccessLogBucket"))
+    log_id = next(k for k in buckets if k.startswith("DataAccessLogs"))
     data = buckets[data_id]
     assert data["DeletionPolicy"] == "Retain"
     props = data["Properties"]
@@ -101,8 +93,8 @@ def test_datasync_copies_the_coco_prefix_to_efs_over_tls_mirroring_deletes(defau
 def test_datasync_read_role_reads_only_the_coco_prefix(default_app):
     raw = default_app.raw("-storage")
     policy = only(raw, "AWS::IAM::Policy")[1]["Properties"]["PolicyDocument"]["Statement"]
-    actions = {a for s in policy for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
-    assert "s3:PutObject" not in actions and "s3:DeleteObject" not in actions
+    allowed = actions(policy)
+    assert "s3:PutObject" not in allowed and "s3:DeleteObject" not in allowed
     objects = next(s for s in policy if s["Action"] == "s3:GetObject")
     assert objects["Resource"]["Fn::Join"][1][-1] == "/datasets/coco2017/*"
 

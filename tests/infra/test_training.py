@@ -2,36 +2,10 @@
 
 import json
 
-EXPECTED_PARAMETERS = {
-    "region", "job-name-prefix", "data-bucket", "data-prefix", "pretrained-prefix", "output-prefix",
-    "checkpoint-prefix", "kms-key-arn", "efs-id", "efs-data-path", "datasync-task-arn", "subnet-ids",
-    "security-group-ids", "training-role-arn", "staging-role-arn", "training-image-uri",
-}
-FSX_PARAMETERS = {"fsx-id", "fsx-mount-name", "fsx-data-path"}
+from maskrcnn_contract import ssm
+from maskrcnn_launcher import settings
 
-
-def of_type(raw, kind):
-    return {k: v for k, v in raw["Resources"].items() if v["Type"] == kind}
-
-
-def statements_of(raw, role_prefix):
-    """All statements of the policies attached to the role whose logical id starts with the prefix."""
-    role_id = next(k for k in of_type(raw, "AWS::IAM::Role") if k.startswith(role_prefix))
-    statements = []
-    for policy in of_type(raw, "AWS::IAM::Policy").values():
-        if {"Ref": role_id} in policy["Properties"]["Roles"]:
-            statements += policy["Properties"]["PolicyDocument"]["Statement"]
-    return statements
-
-
-def actions_on(statements, suffix):
-    """Actions allowed on resources whose (flattened) text ends with `suffix`."""
-    allowed = set()
-    for s in statements:
-        resources = s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]]
-        if any(json.dumps(r).rstrip('"]}').endswith(suffix) for r in resources):
-            allowed |= set([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
-    return allowed
+from tests.infra.templates import actions, actions_on, of_type, statements_of
 
 
 def test_training_role_reads_data_and_writes_only_outputs_and_checkpoints(default_app):
@@ -40,7 +14,7 @@ def test_training_role_reads_data_and_writes_only_outputs_and_checkpoints(defaul
     assert actions_on(statements, "/pretrained/*") == {"s3:GetObject"}
     for prefix in ("/jobs/*", "/checkpoints/*"):
         assert {"s3:PutObject", "s3:GetObject"} <= actions_on(statements, prefix)
-    every_action = {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    every_action = actions(statements)
     assert not any(a.endswith("*") for a in every_action), every_action
     assert not any(a.startswith(("iam:", "sagemaker:", "fsx:Create", "elasticfilesystem:Create")) for a in every_action)
 
@@ -70,19 +44,38 @@ def test_network_interfaces_only_in_training_subnets_and_vpc(default_app):
     assert "ec2:Vpc" in delete["Condition"]["ArnEquals"]
 
 
-def test_image_asset_is_built_from_training_code(default_app):
+def test_image_asset_holds_the_training_code_and_the_contract_only(default_app):
     manifest = next(default_app.outdir.glob("*training.assets.json"))
     images = json.loads(manifest.read_text())["dockerImages"]
     source, = [image["source"] for image in images.values()]
-    assert (default_app.outdir / source["directory"] / "Dockerfile").is_file()
-    assert source["platform"] == "linux/amd64"
+    context = default_app.outdir / source["directory"]
+    assert source["dockerFile"] == "training_code/Dockerfile" and source["platform"] == "linux/amd64"
+    assert (context / "training_code" / "Dockerfile").is_file()
+    assert (context / "training_code" / "maskrcnn_job" / "trainer.py").is_file()
+    assert (context / "contract" / "pyproject.toml").is_file()
+    assert (context / "contract" / "maskrcnn_contract" / "hyperparameters.py").is_file()
+    # The rest of the repository stays out of the build context (.dockerignore).
+    assert sorted(p.name for p in context.iterdir()) == [".dockerignore", "contract", "training_code"]
+    assert not list(context.rglob("__pycache__")) and not list(context.rglob("*.egg-info"))
+
+
+def published(app, path):
+    return {p["Properties"]["Name"].removeprefix(path): p["Properties"]["Value"]
+            for p in of_type(app.raw("-training"), "AWS::SSM::Parameter").values()}
+
+
+def test_synthesized_parameters_are_exactly_what_the_launcher_reads(default_app, no_fsx_app):
+    assert set(published(default_app, "/maskrcnn/")) == set(settings.parameter_names())
+    without_fsx = set(published(no_fsx_app, "/maskrcnn/"))
+    assert without_fsx == set(ssm.REQUIRED)
+    # What the launcher needs from a deployment without FSx: all it requires, none missing.
+    settings.from_parameters("/maskrcnn", {name: "x/" for name in without_fsx})
 
 
 def test_ssm_parameters_publish_every_launcher_value_under_the_deployment_path(default_app, variant_app):
-    for app, path, expected in ((default_app, "/maskrcnn/", EXPECTED_PARAMETERS | FSX_PARAMETERS),
-                                (variant_app, "/mrcnn-dev/", EXPECTED_PARAMETERS | FSX_PARAMETERS)):
-        parameters = {p["Properties"]["Name"]: p["Properties"]["Value"]
-                      for p in of_type(app.raw("-training"), "AWS::SSM::Parameter").values()}
+    for app, path, expected in ((default_app, "/maskrcnn/", set(ssm.ALL)),
+                                (variant_app, "/mrcnn-dev/", set(ssm.ALL))):
+        parameters = {path + name: value for name, value in published(app, path).items()}
         assert {name.removeprefix(path) for name in parameters} == expected
         assert parameters[path + "data-prefix"] == "datasets/coco2017/"
         assert parameters[path + "efs-data-path"] == "/datasets/coco2017"

@@ -10,6 +10,10 @@ import json
 import os
 from typing import Dict, List, Optional
 
+from maskrcnn_contract import job_io
+
+CONTAINER_OPT_ML = "/opt/ml"
+
 
 class ContractError(RuntimeError):
     """The container's inputs are missing or malformed."""
@@ -53,7 +57,7 @@ def _channels_from_layout(opt_ml: str) -> Dict[str, str]:
 
 def load(environ=None) -> JobEnvironment:
     env = os.environ if environ is None else environ
-    opt_ml = env.get("OPT_ML_ROOT", "/opt/ml")
+    opt_ml = env.get("OPT_ML_ROOT", CONTAINER_OPT_ML)
     channels = _channels_from_layout(opt_ml)
     # The toolkit exports SM_CHANNEL_<NAME> for every channel; they win over the layout.
     for key, value in env.items():
@@ -75,7 +79,10 @@ def load(environ=None) -> JobEnvironment:
         channels=channels,
         model_dir=env.get("SM_MODEL_DIR", os.path.join(opt_ml, "model")),
         output_data_dir=env.get("SM_OUTPUT_DATA_DIR", os.path.join(output, "data")),
-        checkpoint_dir=env.get("SM_CHECKPOINT_DIR", os.path.join(opt_ml, "checkpoints")),
+        # Where the launcher's CheckpointConfig has SageMaker sync checkpoints (below a moved root
+        # in local runs).
+        checkpoint_dir=env.get("SM_CHECKPOINT_DIR", os.path.join(
+            opt_ml, os.path.relpath(job_io.CHECKPOINT_LOCAL_PATH, CONTAINER_OPT_ML))),
         failure_file=os.path.join(output, "failure"),
         hosts=hosts,
         current_host=current,

@@ -1,0 +1,116 @@
+"""EFS holding a copy of the bucket's dataset prefix, and the DataSync task that refreshes it."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import aws_datasync as datasync
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_efs as efs
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from stacks.permissions import bucket_prefixes
+
+
+class EfsMirror(Construct):
+    """An encrypted, retained EFS (new, or `existing_id` re-attached with mount targets in this
+    VPC) and a DataSync task that mirrors `s3://<bucket>/<prefix>` to `data_path` over TLS."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, vpc: ec2.IVpc,
+                 subnets: Sequence[ec2.ISubnet], security_group: ec2.ISecurityGroup,
+                 datasync_security_group: ec2.ISecurityGroup, bucket: s3.IBucket, key: kms.IKey,
+                 prefix: str, data_path: str, task_name: str, existing_id: str | None) -> None:
+        super().__init__(scope, construct_id)
+        self._stack = Stack.of(self)
+        self.file_system = self._file_system(vpc, subnets, security_group, key, existing_id)
+        self.file_system_arn = self._stack.format_arn(
+            service="elasticfilesystem", resource="file-system",
+            resource_name=self.file_system.file_system_id)
+        self.task = self._datasync_task(subnets[0], datasync_security_group, bucket, key, prefix,
+                                        data_path, task_name)
+
+    def _file_system(self, vpc, subnets, security_group, key, existing_id) -> efs.IFileSystem:
+        if existing_id is None:
+            return efs.FileSystem(
+                self, "FileSystem",
+                vpc=vpc,
+                vpc_subnets=ec2.SubnetSelection(subnets=list(subnets)),
+                security_group=security_group,
+                encrypted=True,
+                kms_key=key,
+                performance_mode=efs.PerformanceMode.GENERAL_PURPOSE,
+                throughput_mode=efs.ThroughputMode.ELASTIC,
+                removal_policy=RemovalPolicy.RETAIN,
+            )
+        # An existing file system, e.g. one kept by an earlier `cdk destroy` with COCO already
+        # copied. Its mount targets went with that deployment's VPC; add ours.
+        imported = efs.FileSystem.from_file_system_attributes(
+            self, "FileSystem", file_system_id=existing_id, security_group=security_group)
+        for index, subnet in enumerate(subnets):
+            efs.CfnMountTarget(self, f"MountTarget{index}", file_system_id=imported.file_system_id,
+                               subnet_id=subnet.subnet_id,
+                               security_groups=[security_group.security_group_id])
+        return imported
+
+    def _datasync_task(self, subnet, security_group, bucket, key, prefix, data_path,
+                       task_name) -> datasync.CfnTask:
+        stack = self._stack
+        source_role = iam.Role(
+            self, "S3ReadRole",
+            assumed_by=iam.ServicePrincipal("datasync.amazonaws.com",
+                                            conditions={"StringEquals": {"aws:SourceAccount": stack.account}}),
+            description="DataSync reads the dataset prefix of the data bucket",
+        )
+        source_policy = bucket_prefixes(self, "S3Read", source_role, bucket, key, read=[prefix])
+        source = datasync.CfnLocationS3(
+            self, "Source",
+            s3_bucket_arn=bucket.bucket_arn,
+            subdirectory=data_path + "/",
+            s3_config=datasync.CfnLocationS3.S3ConfigProperty(bucket_access_role_arn=source_role.role_arn),
+        )
+        source.node.add_dependency(source_policy)
+        destination = datasync.CfnLocationEFS(
+            self, "Destination",
+            efs_filesystem_arn=self.file_system_arn,
+            ec2_config=datasync.CfnLocationEFS.Ec2ConfigProperty(
+                subnet_arn=stack.format_arn(service="ec2", resource="subnet", resource_name=subnet.subnet_id),
+                security_group_arns=[stack.format_arn(service="ec2", resource="security-group",
+                                                      resource_name=security_group.security_group_id)],
+            ),
+            subdirectory=data_path,
+            in_transit_encryption="TLS1_2",
+        )
+        # DataSync mounts through the mount target in that subnet: it must exist first.
+        for child in self.node.find_all():
+            if isinstance(child, efs.CfnMountTarget):
+                destination.node.add_dependency(child)
+
+        log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_YEAR,
+                                  removal_policy=RemovalPolicy.DESTROY)
+        logs.ResourcePolicy(self, "LogsPolicy", policy_statements=[iam.PolicyStatement(
+            principals=[iam.ServicePrincipal("datasync.amazonaws.com")],
+            actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+            resources=[log_group.log_group_arn],
+            conditions={"StringEquals": {"aws:SourceAccount": stack.account}},
+        )])
+        return datasync.CfnTask(
+            self, "Task",
+            name=task_name,
+            source_location_arn=source.attr_location_arn,
+            destination_location_arn=destination.attr_location_arn,
+            cloud_watch_log_group_arn=log_group.log_group_arn,
+            options=datasync.CfnTask.OptionsProperty(
+                # Copy only what changed since the last run; delete what left the bucket, so EFS
+                # mirrors the prefix after every run.
+                transfer_mode="CHANGED",
+                preserve_deleted_files="REMOVE",
+                verify_mode="ONLY_FILES_TRANSFERRED",
+                overwrite_mode="ALWAYS",
+                log_level="BASIC",
+            ),
+        )

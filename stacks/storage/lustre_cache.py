@@ -1,0 +1,74 @@
+"""FSx for Lustre as a cache of the bucket's dataset prefix (data repository association)."""
+
+from __future__ import annotations
+
+from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_fsx as fsx
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+DEPLOYMENT_TYPES = {
+    "PERSISTENT_2": fsx.LustreDeploymentType.PERSISTENT_2,
+    "PERSISTENT_1": fsx.LustreDeploymentType.PERSISTENT_1,
+    "SCRATCH_2": fsx.LustreDeploymentType.SCRATCH_2,
+}
+# The service-linked role FSx uses to read and write the linked bucket; one per file system,
+# named after its id, so the key policy matches the role path.
+FSX_S3_ROLE_PATH = "role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/*"
+
+
+class LustreCache(Construct):
+    """A Lustre 2.15 file system that imports `s3://<bucket>/<prefix>` at `data_path` and keeps
+    importing new, changed and deleted objects. Destroyed with the stack: S3 holds the data."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, vpc: ec2.IVpc, subnet: ec2.ISubnet,
+                 security_group: ec2.ISecurityGroup, bucket: s3.IBucket, key: kms.IKey,
+                 prefix: str, data_path: str, deployment_type: str, capacity_gib: int,
+                 throughput_per_tib: int | None) -> None:
+        super().__init__(scope, construct_id)
+        self.file_system = fsx.LustreFileSystem(
+            self, "FileSystem",
+            vpc=vpc,
+            # A Lustre file system lives in one subnet; jobs in the other AZ reach it across AZs.
+            vpc_subnet=subnet,
+            security_group=security_group,
+            storage_capacity_gib=capacity_gib,
+            file_system_type_version=fsx.FileSystemTypeVersion.V_2_15,
+            kms_key=key,
+            lustre_configuration=fsx.LustreConfiguration(
+                deployment_type=DEPLOYMENT_TYPES[deployment_type],
+                per_unit_storage_throughput=throughput_per_tib,
+                data_compression_type=fsx.LustreDataCompressionType.LZ4,
+            ),
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        fsx.CfnDataRepositoryAssociation(
+            self, "DataRepositoryAssociation",
+            file_system_id=self.file_system.file_system_id,
+            file_system_path=data_path,
+            data_repository_path=bucket.s3_url_for_object(prefix),
+            batch_import_meta_data_on_create=True,
+            s3=fsx.CfnDataRepositoryAssociation.S3Property(
+                auto_import_policy=fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(
+                    events=["NEW", "CHANGED", "DELETED"]),
+            ),
+        )
+        # SageMaker wants an FSx channel's directory path to start with the mount name.
+        self.data_path = f"/{self.file_system.mount_name}{data_path}"
+        # FSx reads the bucket through a service-linked role whose policy lacks our key.
+        stack = Stack.of(self)
+        key.add_to_resource_policy(iam.PolicyStatement(
+            sid="FsxLinkedBucketRead",
+            principals=[iam.AnyPrincipal()],
+            actions=["kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"],
+            resources=["*"],
+            conditions={
+                "StringEquals": {"aws:PrincipalAccount": stack.account,
+                                 "kms:ViaService": f"s3.{stack.region}.amazonaws.com"},
+                "ArnLike": {"aws:PrincipalArn":
+                            f"arn:{stack.partition}:iam::{stack.account}:{FSX_S3_ROLE_PATH}"},
+            },
+        ))
