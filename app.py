@@ -5,6 +5,8 @@ Settings come from cdk.json context (`maskrcnn:*` keys, see stacks/config.py); n
 AWS credentials to synthesize.
 """
 
+import os
+
 import aws_cdk as cdk
 
 from stacks.config import DeploymentConfig
@@ -19,7 +21,10 @@ def build_app(app: cdk.App) -> cdk.App:
         PipelineStack(app, f"{config.deployment_name}-pipeline", config=config,
                       env=cdk.Environment(account=config.pipeline_account, region=config.pipeline_region))
     else:
-        add_deployment(app, config)
+        # Region only, no account: a region-only environment stays free of synth-time lookups
+        # (availability zones), and the training image needs the region (stacks/dlc.py).
+        region = config.region or os.environ.get("CDK_DEFAULT_REGION")
+        add_deployment(app, config, env=cdk.Environment(region=region) if region else None)
     apply_checks(app)
     return app
 

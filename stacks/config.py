@@ -64,6 +64,9 @@ class DeploymentConfig:
     # Names every resource and the SSM path `/<deployment_name>/...`: lets two deployments
     # (say, dev and prod) live in one account.
     deployment_name: str = "maskrcnn"
+    # The region to deploy to. Empty: the CLI's region (CDK_DEFAULT_REGION), which `cdk deploy`
+    # always knows; it picks the training image's base (the region's Deep Learning Container).
+    region: str | None = None
     # Network
     vpc_cidr: str = "10.40.0.0/16"
     # Empty: two AZs from the deployment region (environment-agnostic synth). Name 2-3 AZs to use
@@ -170,6 +173,8 @@ class DeploymentConfig:
     def validate(self) -> None:
         _check(DEPLOYMENT_NAME.match(self.deployment_name), "deployment_name", self.deployment_name,
                "2-24 characters: a lowercase letter, then lowercase letters, digits or '-'")
+        if self.region is not None:
+            _check(REGION.match(self.region), "region", self.region, "a region name such as 'us-east-1'")
         _check_cidr(self.vpc_cidr)
         _check(self.availability_zones == () or 2 <= len(self.availability_zones) <= 3,
                "availability_zones", list(self.availability_zones), "empty, or 2 to 3 zone names")

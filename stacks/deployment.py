@@ -1,49 +1,48 @@
-"""The deployment: the four stacks wired together, in an App or in a pipeline's Stage."""
+"""The deployment: one stack composing the network, storage, training and notebook constructs,
+in an App or in a pipeline's Stage.
+
+One stack rather than one per concern: values such as file-system ids, subnets and security
+groups then pass as plain references, not as CloudFormation exports, which another stack's import
+would freeze (CloudFormation refuses to change or delete an export in use). Settings that replace
+the VPC, the file systems or the subnets (README, "What a settings change replaces") therefore
+deploy like any other change.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from aws_cdk import Stage, Tags
+from aws_cdk import Stack, Stage, Tags
 from constructs import Construct
 
 from stacks.config import DeploymentConfig
-from stacks.network_stack import NetworkStack
-from stacks.notebook_stack import NotebookStack
-from stacks.storage_stack import StorageStack
-from stacks.training_stack import TrainingStack
+from stacks.key import deployment_key
+from stacks.network import Network
+from stacks.notebook import Notebook
+from stacks.storage.storage import Storage
+from stacks.training import Training
 
 
-@dataclass(frozen=True)
-class Deployment:
-    network: NetworkStack
-    storage: StorageStack
-    training: TrainingStack
-    notebook: NotebookStack
+class DeploymentStack(Stack):
+    """Network -> storage -> training -> notebook, sharing one customer managed key."""
 
-    @property
-    def stacks(self):
-        return (self.network, self.storage, self.training, self.notebook)
+    def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig,
+                 **kwargs) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        key = deployment_key(self, "Key", config.deployment_name)
+        self.network = Network(self, "Network", config=config, key=key)
+        self.storage = Storage(self, "Storage", config=config, network=self.network, key=key)
+        self.training = Training(self, "Training", config=config, network=self.network,
+                                 storage=self.storage)
+        self.notebook = Notebook(self, "Notebook", config=config, network=self.network,
+                                 storage=self.storage, training=self.training)
+        Tags.of(self).add("project", "maskrcnn-sagemaker")
+        Tags.of(self).add("deployment", config.deployment_name)
 
 
-def add_deployment(scope: Construct, config: DeploymentConfig) -> Deployment:
-    """Adds the network, storage, training and notebook stacks of one deployment to `scope`."""
+def add_deployment(scope: Construct, config: DeploymentConfig, **kwargs) -> DeploymentStack:
     name = config.deployment_name
-    network = NetworkStack(scope, f"{name}-network", stack_name=f"{name}-network", config=config,
-                           description=f"{name}: private VPC, endpoints, security groups")
-    storage = StorageStack(scope, f"{name}-storage", stack_name=f"{name}-storage", config=config, network=network,
-                           description=f"{name}: data bucket, EFS, FSx for Lustre, DataSync")
-    training = TrainingStack(scope, f"{name}-training", stack_name=f"{name}-training", config=config,
-                             network=network, storage=storage,
-                             description=f"{name}: training image, job roles, SSM parameters")
-    notebook = NotebookStack(scope, f"{name}-notebook", stack_name=f"{name}-notebook", config=config,
-                             network=network, storage=storage,
-                             training=training, description=f"{name}: SageMaker notebook instance")
-    deployment = Deployment(network, storage, training, notebook)
-    for stack in deployment.stacks:
-        Tags.of(stack).add("project", "maskrcnn-sagemaker")
-        Tags.of(stack).add("deployment", name)
-    return deployment
+    return DeploymentStack(scope, name, stack_name=name, config=config,
+                           description=f"{name}: Mask R-CNN training on SageMaker (VPC, data "
+                                       "stores, training image and roles, notebook)", **kwargs)
 
 
 class DeploymentStage(Stage):

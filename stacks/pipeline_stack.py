@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import Duration, Environment, RemovalPolicy, Stack
+from aws_cdk import aws_codebuild as codebuild
 from aws_cdk import aws_codepipeline as codepipeline
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_kms as kms
@@ -18,6 +19,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import pipelines
 from constructs import Construct
 
+from stacks import dlc
 from stacks.config import DeploymentConfig
 from stacks.deployment import DeploymentStage
 from stacks.permissions import acknowledge_generated_policies
@@ -46,8 +48,6 @@ GENERATED_ROLE_REASONS = {
 # The CLI the synth step runs is the one package.json pins (npm ci): the pipeline's own CLI too.
 CDK_CLI_VERSION = json.loads(
     (Path(__file__).resolve().parent.parent / "package.json").read_text())["devDependencies"]["aws-cdk"]
-DLC_ACCOUNT = "763104351884"  # AWS Deep Learning Containers registry
-DLC_REPOSITORY = "tensorflow-training"
 
 
 class PipelineStack(Stack):
@@ -73,10 +73,11 @@ class PipelineStack(Stack):
                 f"npx --no-install cdk synth {context_args}".strip(),
             ],
         )
-        dlc = ecr.Repository.from_repository_attributes(
+        dlc_repository = ecr.Repository.from_repository_attributes(
             self, "DeepLearningContainers",
-            repository_arn=f"arn:{self.partition}:ecr:{self.region}:{DLC_ACCOUNT}:repository/{DLC_REPOSITORY}",
-            repository_name=DLC_REPOSITORY,
+            repository_arn=(f"arn:{self.partition}:ecr:{self.region}:{dlc.account(self.region)}:"
+                            f"repository/{dlc.REPOSITORY}"),
+            repository_name=dlc.REPOSITORY,
         )
         self.pipeline = pipelines.CodePipeline(
             self, "Pipeline",
@@ -86,9 +87,16 @@ class PipelineStack(Stack):
             cli_version=CDK_CLI_VERSION,
             artifact_bucket=self._artifact_bucket(),
             docker_credentials=[pipelines.DockerCredential.ecr(
-                [dlc], usages=[pipelines.DockerCredentialUsage.ASSET_PUBLISHING])],
+                [dlc_repository], usages=[pipelines.DockerCredentialUsage.ASSET_PUBLISHING])],
+            # The training image pulls a ~10 GB GPU base and compiles Horovod: CodeBuild's default
+            # SMALL (3 GB memory, 64 GB disk) is too small; LARGE has 15 GB and 128 GB (CodeBuild
+            # user guide, "Build environment compute types"). Not verified by a real build.
+            asset_publishing_code_build_defaults=pipelines.CodeBuildOptions(
+                build_environment=codebuild.BuildEnvironment(compute_type=codebuild.ComputeType.LARGE),
+                timeout=Duration.hours(2)),
         )
-        self.stage = DeploymentStage(self, config.deployment_name, config=config)
+        self.stage = DeploymentStage(self, config.deployment_name, config=config,
+                                     env=Environment(region=config.pipeline_region))
         self.pipeline.add_stage(self.stage)
         self.pipeline.build_pipeline()
         acknowledge_generated_policies(self.pipeline, GENERATED_ROLE_REASONS)

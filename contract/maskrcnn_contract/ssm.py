@@ -1,6 +1,6 @@
 """The SSM parameters a deployment publishes under `/<deployment name>/` for launchers.
 
-The training stack publishes exactly these names (stacks/training_stack.py), the launcher reads
+The deployment publishes exactly these names (stacks/training.py), the launcher reads
 them into its `Deployment` (notebooks/maskrcnn_launcher/settings.py), and the tests seed their
 fake deployment from them; tests/infra checks that the synthesized parameters are these.
 """

@@ -1,4 +1,5 @@
-"""SageMaker training instance types: the format check and how many GPUs (Horovod ranks) each has."""
+"""SageMaker training instance types: the format check, how many GPUs (Horovod ranks) each has,
+and which have local NVMe storage (docs/aws-rules.md)."""
 
 import re
 from typing import Optional
@@ -28,6 +29,14 @@ GPUS_PER_INSTANCE = {
     "ml.g6e.12xlarge": 4,
     "ml.g6e.48xlarge": 8,
 }
+
+# Families whose instances have local NVMe instance storage, which SageMaker uses instead of an EBS
+# volume. CreateTrainingJob ResourceConfig: "You can't request a VolumeKmsKeyId when using an
+# instance type with local storage" (the hardware encrypts it); which types have it: the EC2 user
+# guide, "Instance store volumes". Families ending in "d" (m5d, c5d, r5d, m6id, ...) have it too.
+LOCAL_STORAGE_FAMILIES = frozenset({
+    "p3dn", "p4d", "p4de", "p5", "p5e", "p5en", "g4dn", "g5", "g6", "g6e", "trn1", "trn1n", "trn2",
+})
 
 # ml.<family><generation><options>.<size>, e.g. ml.p4d.24xlarge, ml.g5.xlarge, ml.m5.large.
 INSTANCE_TYPE_PATTERN = re.compile(r"^ml\.[a-z]+[0-9]+[a-z-]*\.([0-9]*xlarge|large|medium|metal)$")
@@ -60,3 +69,9 @@ def processes_per_host(instance_type: str, explicit: Optional[int] = None) -> in
         raise InstanceTypeError(
             f"GPU count of {instance_type!r} is unknown; pass the processes per host explicitly "
             f"(CLI --processes-per-host, one per GPU) or use one of: {known}") from None
+
+
+def has_local_storage(instance_type: str) -> bool:
+    """True when the type's storage is local NVMe (no EBS volume, so no VolumeKmsKeyId)."""
+    family = check_instance_type(instance_type).split(".")[1]
+    return family in LOCAL_STORAGE_FAMILIES or family.endswith("d")

@@ -106,7 +106,10 @@ def _trainer(deployment: Deployment, boto_session, *, role: str, base: str, inst
         training_input_mode="File",
         compute=Compute(instance_type=instance_type, instance_count=instance_count,
                         volume_size_in_gb=volume_size_gb,
-                        volume_kms_key_id=deployment.kms_key_arn,
+                        # Local NVMe is encrypted by the instance's hardware, and SageMaker
+                        # rejects a volume key for it (docs/aws-rules.md).
+                        volume_kms_key_id=(None if instances.has_local_storage(instance_type)
+                                           else deployment.kms_key_arn),
                         enable_managed_spot_training=use_spot),
         networking=Networking(subnets=list(deployment.subnet_ids),
                               security_group_ids=list(deployment.security_group_ids)),

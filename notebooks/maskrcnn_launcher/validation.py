@@ -2,7 +2,8 @@
 deployment's policy and the rules SageMaker does not report clearly itself.
 
 Checked: the job name prefix, the role and the VPC that the notebook role's IAM conditions allow
-(a mismatch would come back as a bare AccessDenied); the training job's channels (`train`
+(a mismatch would come back as a bare AccessDenied); no volume key on instance types with local
+storage (SageMaker rejects it; docs/aws-rules.md); the training job's channels (`train`
 required and read-only, `pretrained` optional, FSx paths starting with the mount name); the job's
 hyperparameters (with the job's own parser) and the toolkit's MPI runner. Limits that SageMaker
 reports clearly by itself (name lengths, counts, id formats) are left to SageMaker.
@@ -12,6 +13,7 @@ from typing import List, Mapping
 
 from maskrcnn_contract import hyperparameters, job_io
 
+from maskrcnn_launcher import instances
 from maskrcnn_launcher.options import LaunchRequestError
 from maskrcnn_launcher.settings import Deployment
 
@@ -71,6 +73,10 @@ def validate(request: Mapping, deployment: Deployment, kind: str) -> None:
     if request["RoleArn"] != role:
         problems.append(f"role {request['RoleArn']!r} is not the deployment's {kind} role {role} "
                         "(the notebook role may pass only the deployment's job roles)")
+    resources = request.get("ResourceConfig", {})
+    if resources.get("VolumeKmsKeyId") and instances.has_local_storage(resources["InstanceType"]):
+        problems.append(f"{resources['InstanceType']} has local NVMe storage: SageMaker rejects a "
+                        "VolumeKmsKeyId for it (ResourceConfig reference); the hardware encrypts it")
     vpc = request.get("VpcConfig") or {}
     if (list(vpc.get("Subnets", [])) != list(deployment.subnet_ids)
             or list(vpc.get("SecurityGroupIds", [])) != list(deployment.security_group_ids)):

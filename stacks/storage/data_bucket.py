@@ -1,4 +1,4 @@
-"""The S3 data bucket, its access-log bucket, and the customer managed key the deployment shares."""
+"""The S3 data bucket and its access-log bucket."""
 
 from __future__ import annotations
 
@@ -9,17 +9,11 @@ from constructs import Construct
 
 
 class DataBucket(Construct):
-    """Private, TLS-only, versioned, access-logged, SSE-KMS with a rotating key; all retained:
+    """Private, TLS-only, versioned, access-logged, SSE-KMS with the deployment's key; retained:
     the staged dataset, models and checkpoints outlive a deployment."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, deployment_name: str) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, key: kms.IKey) -> None:
         super().__init__(scope, construct_id)
-        self.key = kms.Key(
-            self, "Key",
-            description=f"{deployment_name}: data bucket, EFS, FSx, notebook and job volumes",
-            enable_key_rotation=True,
-            removal_policy=RemovalPolicy.RETAIN,
-        )
         self.access_logs = s3.Bucket(
             self, "AccessLogs",
             # S3 server access logs can only be delivered to SSE-S3 buckets.
@@ -35,7 +29,7 @@ class DataBucket(Construct):
         self.bucket = s3.Bucket(
             self, "Bucket",
             encryption=s3.BucketEncryption.KMS,
-            encryption_key=self.key,
+            encryption_key=key,
             bucket_key_enabled=True,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             enforce_ssl=True,

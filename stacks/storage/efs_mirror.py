@@ -17,9 +17,21 @@ from constructs import Construct
 from stacks.permissions import bucket_prefixes
 
 
+# Who mounts EFS, and how (EFS user guide, "Using IAM to control file system data access"):
+# - SageMaker training channels mount it themselves, without IAM, read-only ("ro"): the policy
+#   lets any client that comes through a mount target mount (ClientMount) and nothing more; the
+#   EFS security group admits only the training, notebook and DataSync groups.
+# - DataSync writes with its role and TLS (DataSync user guide, "Accessing restricted file
+#   systems": a file system with a policy needs FileSystemAccessRoleArn).
+# - The notebook mounts with TLS and IAM, read-only (its role has ClientMount).
+WRITER_ACTIONS = ["elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite",
+                  "elasticfilesystem:ClientRootAccess"]
+
+
 class EfsMirror(Construct):
     """An encrypted, retained EFS (new, or `existing_id` re-attached with mount targets in this
-    VPC) and a DataSync task that mirrors `s3://<bucket>/<prefix>` to `data_path` over TLS."""
+    VPC) and a DataSync task that mirrors `s3://<bucket>/<prefix>` to `data_path` over TLS.
+    An existing file system keeps its own policy: it must allow the same (README)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, vpc: ec2.IVpc,
                  subnets: Sequence[ec2.ISubnet], security_group: ec2.ISecurityGroup,
@@ -46,6 +58,16 @@ class EfsMirror(Construct):
                 performance_mode=efs.PerformanceMode.GENERAL_PURPOSE,
                 throughput_mode=efs.ThroughputMode.ELASTIC,
                 removal_policy=RemovalPolicy.RETAIN,
+                # Not CDK's "deny anonymous access" default: it grants only ClientWrite and
+                # ClientRootAccess, and without ClientMount no client without IAM (SageMaker's
+                # channels) can mount at all. The policy below says who may do what.
+                allow_anonymous_access=True,
+                file_system_policy=iam.PolicyDocument(statements=[iam.PolicyStatement(
+                    sid="MountReadOnlyThroughMountTargets",
+                    principals=[iam.AnyPrincipal()],
+                    actions=["elasticfilesystem:ClientMount"],
+                    conditions={"Bool": {"elasticfilesystem:AccessedViaMountTarget": "true"}},
+                )]),
             )
         # An existing file system, e.g. one kept by an earlier `cdk destroy` with COCO already
         # copied. Its mount targets went with that deployment's VPC; add ours.
@@ -74,6 +96,21 @@ class EfsMirror(Construct):
             s3_config=datasync.CfnLocationS3.S3ConfigProperty(bucket_access_role_arn=source_role.role_arn),
         )
         source.node.add_dependency(source_policy)
+        writer = iam.Role(
+            self, "EfsWriteRole",
+            assumed_by=iam.ServicePrincipal("datasync.amazonaws.com",
+                                            conditions={"StringEquals": {"aws:SourceAccount": stack.account}}),
+            description="DataSync writes the dataset copy into EFS (TLS, IAM)",
+        )
+        writer_policy = iam.Policy(self, "EfsWrite", roles=[writer], statements=[iam.PolicyStatement(
+            actions=WRITER_ACTIONS, resources=[self.file_system_arn])])
+        if isinstance(self.file_system, efs.FileSystem):
+            self.file_system.add_to_resource_policy(iam.PolicyStatement(
+                sid="DataSyncWritesWithTls",
+                principals=[iam.ArnPrincipal(writer.role_arn)],
+                actions=WRITER_ACTIONS,
+                conditions={"Bool": {"aws:SecureTransport": "true"}},
+            ))
         destination = datasync.CfnLocationEFS(
             self, "Destination",
             efs_filesystem_arn=self.file_system_arn,
@@ -84,14 +121,16 @@ class EfsMirror(Construct):
             ),
             subdirectory=data_path,
             in_transit_encryption="TLS1_2",
+            file_system_access_role_arn=writer.role_arn,
         )
+        destination.node.add_dependency(writer_policy)
         # DataSync mounts through the mount target in that subnet: it must exist first.
         for child in self.node.find_all():
             if isinstance(child, efs.CfnMountTarget):
                 destination.node.add_dependency(child)
 
         log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_YEAR,
-                                  removal_policy=RemovalPolicy.DESTROY)
+                                  encryption_key=key, removal_policy=RemovalPolicy.DESTROY)
         logs.ResourcePolicy(self, "LogsPolicy", policy_statements=[iam.PolicyStatement(
             principals=[iam.ServicePrincipal("datasync.amazonaws.com")],
             actions=["logs:CreateLogStream", "logs:PutLogEvents"],

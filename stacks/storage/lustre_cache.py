@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import Aws, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_iam as iam
@@ -37,7 +37,9 @@ class LustreCache(Construct):
             security_group=security_group,
             storage_capacity_gib=capacity_gib,
             file_system_type_version=fsx.FileSystemTypeVersion.V_2_15,
-            kms_key=key,
+            # KmsKeyId applies to PERSISTENT_1 and PERSISTENT_2 only; scratch file systems are
+            # encrypted with an FSx-managed key (CreateFileSystemLustreConfiguration).
+            kms_key=key if deployment_type.startswith("PERSISTENT") else None,
             lustre_configuration=fsx.LustreConfiguration(
                 deployment_type=DEPLOYMENT_TYPES[deployment_type],
                 per_unit_storage_throughput=throughput_per_tib,
@@ -67,7 +69,8 @@ class LustreCache(Construct):
             resources=["*"],
             conditions={
                 "StringEquals": {"aws:PrincipalAccount": stack.account,
-                                 "kms:ViaService": f"s3.{stack.region}.amazonaws.com"},
+                                 # S3's endpoint domain: amazonaws.com, amazonaws.com.cn in China.
+                                 "kms:ViaService": f"s3.{stack.region}.{Aws.URL_SUFFIX}"},
                 "ArnLike": {"aws:PrincipalArn":
                             f"arn:{stack.partition}:iam::{stack.account}:{FSX_S3_ROLE_PATH}"},
             },

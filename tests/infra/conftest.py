@@ -26,12 +26,14 @@ PIPELINE_CONTEXT = {
     "maskrcnn:pipeline_account": "123456789012",
     "maskrcnn:pipeline_region": "us-east-1",
 }
-# Every non-default branch at once: isolated VPC over three AZs, an existing EFS, SCRATCH_2 FSx,
-# a Git repository whose secret the stack creates.
+# Every non-default branch at once: a named region whose Deep Learning Containers live in their
+# own registry account, isolated VPC over three AZs, an existing EFS, SCRATCH_2 FSx, a Git
+# repository whose secret the stack creates.
 VARIANT_CONTEXT = {
     "maskrcnn:deployment_name": "mrcnn-dev",
+    "maskrcnn:region": "eu-south-1",
     "maskrcnn:nat_gateways": 0,
-    "maskrcnn:availability_zones": ["us-west-2a", "us-west-2b", "us-west-2c"],
+    "maskrcnn:availability_zones": ["eu-south-1a", "eu-south-1b", "eu-south-1c"],
     "maskrcnn:existing_efs_id": "fs-0123456789abcdef0",
     "maskrcnn:fsx_deployment_type": "SCRATCH_2",
     "maskrcnn:fsx_storage_capacity_gib": 2400,
@@ -45,6 +47,16 @@ class Synthesized:
     app: cdk.App
     outdir: Path
     templates: dict[str, dict]
+    deployment_name: str
+
+    @property
+    def deployment(self) -> dict:
+        """The deployment stack's template (network, storage, training, notebook)."""
+        return self.templates[self.deployment_name]
+
+    @property
+    def deployment_template(self) -> Template:
+        return Template.from_json(self.deployment)
 
     def template(self, suffix: str) -> Template:
         return Template.from_json(self.raw(suffix))
@@ -63,7 +75,8 @@ def synthesize(tmp_path_factory, name: str, context: dict) -> Synthesized:
     templates = {}
     for stack in assembly.stacks_recursively:
         templates[stack.stack_name] = stack.template
-    return Synthesized(app, outdir, templates)
+    name = {**CDK_JSON_CONTEXT, **context}["maskrcnn:deployment_name"]
+    return Synthesized(app, outdir, templates, name)
 
 
 @pytest.fixture(scope="session")

@@ -25,7 +25,7 @@ def cli_synth(outdir: Path, context: dict) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("context, stacks", [
-    ({}, {"maskrcnn-network", "maskrcnn-storage", "maskrcnn-training", "maskrcnn-notebook"}),
+    ({}, {"maskrcnn"}),
     (PIPELINE_CONTEXT, {"maskrcnn-pipeline"}),
 ], ids=["app", "pipeline"])
 def test_npx_cdk_synth_succeeds_offline(tmp_path, context, stacks):

@@ -2,13 +2,14 @@
 
 from aws_cdk.assertions import Match
 
-from stacks.network_stack import INTERFACE_ENDPOINTS
+from stacks.network import INTERFACE_ENDPOINTS
 from tests.infra.templates import of_type
 
 
-
 def group_id(raw, construct_prefix):
-    matches = [k for k in of_type(raw, "AWS::EC2::SecurityGroup") if k.startswith(construct_prefix)]
+    """The logical id of the network construct's security group named `construct_prefix`."""
+    matches = [k for k in of_type(raw, "AWS::EC2::SecurityGroup")
+               if k.startswith("Network" + construct_prefix)]
     assert len(matches) == 1, matches
     return matches[0]
 
@@ -24,8 +25,22 @@ def ingress_rules(raw, group):
     return rules
 
 
+def egress_rules(raw, group):
+    """Egress rules of one group as (protocol, from, to, destination group logical id)."""
+    rules = set()
+    for rule in of_type(raw, "AWS::EC2::SecurityGroupEgress").values():
+        props = rule["Properties"]
+        if props["GroupId"] == {"Fn::GetAtt": [group, "GroupId"]}:
+            target = props.get("DestinationSecurityGroupId", {}).get("Fn::GetAtt", [props.get("CidrIp")])[0]
+            rules.add((props["IpProtocol"], props.get("FromPort"), props.get("ToPort"), target))
+    return rules
+
+
+LUSTRE = {("tcp", 988, 988), ("tcp", 1018, 1023)}
+
+
 def test_no_subnet_gives_public_ips_and_private_subnets_span_two_azs(default_app):
-    raw = default_app.raw("-network")
+    raw = default_app.deployment
     subnets = of_type(raw, "AWS::EC2::Subnet").values()
     assert all(s["Properties"]["MapPublicIpOnLaunch"] is False for s in subnets)
     private = [s for s in subnets if {"Key": "aws-cdk:subnet-name", "Value": "private"} in s["Properties"]["Tags"]]
@@ -34,14 +49,14 @@ def test_no_subnet_gives_public_ips_and_private_subnets_span_two_azs(default_app
 
 
 def test_flow_logs_capture_all_traffic_into_a_retained_log_group(default_app):
-    template = default_app.template("-network")
+    template = default_app.deployment_template
     template.has_resource_properties("AWS::EC2::FlowLog", {"TrafficType": "ALL", "ResourceType": "VPC"})
     template.has_resource("AWS::Logs::LogGroup", {"DeletionPolicy": "Retain",
                                                   "Properties": {"RetentionInDays": 365}})
 
 
 def test_s3_gateway_and_every_interface_endpoint_with_private_dns_behind_its_own_group(default_app):
-    raw = default_app.raw("-network")
+    raw = default_app.deployment
     endpoints = of_type(raw, "AWS::EC2::VPCEndpoint")
     gateways = [e for e in endpoints.values() if e["Properties"].get("VpcEndpointType") == "Gateway"]
     assert len(gateways) == 1 and "s3" in str(gateways[0]["Properties"]["ServiceName"])
@@ -59,27 +74,41 @@ def test_s3_gateway_and_every_interface_endpoint_with_private_dns_behind_its_own
     assert ingress_rules(raw, endpoint_group) == {("tcp", 443, 443, training), ("tcp", 443, 443, notebook)}
 
 
-def test_training_group_admits_all_traffic_from_itself_only(default_app):
-    raw = default_app.raw("-network")
-    training = group_id(raw, "TrainingSecurityGroup")
-    assert ingress_rules(raw, training) == {("-1", None, None, training)}
+def test_training_group_admits_all_traffic_from_itself_and_lustre_from_the_file_servers(default_app):
+    raw = default_app.deployment
+    training, fsx = group_id(raw, "TrainingSecurityGroup"), group_id(raw, "FsxSecurityGroup")
+    assert ingress_rules(raw, training) == {("-1", None, None, training)} | {
+        (*ports, fsx) for ports in LUSTRE}
     assert "SecurityGroupIngress" not in raw["Resources"][training]["Properties"]
 
 
 def test_file_system_groups_admit_only_their_clients_on_their_ports(default_app):
-    raw = default_app.raw("-network")
+    raw = default_app.deployment
     training, notebook = group_id(raw, "TrainingSecurityGroup"), group_id(raw, "NotebookSecurityGroup")
     datasync, efs, fsx = (group_id(raw, p) for p in ("DataSyncSecurityGroup", "EfsSecurityGroup", "FsxSecurityGroup"))
     assert ingress_rules(raw, efs) == {("tcp", 2049, 2049, g) for g in (training, notebook, datasync)}
-    lustre = {("tcp", 988, 988), ("tcp", 1018, 1023)}
-    from_clients = {(*ports, g) for ports in lustre for g in (training, notebook)}
+    from_clients = {(*ports, g) for ports in LUSTRE for g in (training, notebook)}
     # The FSx construct opens the whole Lustre range to the file servers' own group.
     assert ingress_rules(raw, fsx) == from_clients | {("tcp", 988, 1023, fsx)}
 
 
+def test_fsx_group_without_allow_all_outbound_reaches_itself_and_its_clients_on_lustre_ports(default_app):
+    """FSx for Lustre user guide, limit-access-security-groups (docs/aws-rules.md): outbound 988
+    and 1018-1023 to the group itself and to the clients; the clients accept them inbound."""
+    raw = default_app.deployment
+    training, notebook, fsx = (group_id(raw, p) for p in
+                               ("TrainingSecurityGroup", "NotebookSecurityGroup", "FsxSecurityGroup"))
+    assert "SecurityGroupEgress" not in raw["Resources"][fsx]["Properties"] or all(
+        rule.get("CidrIp") == "255.255.255.255/32"
+        for rule in raw["Resources"][fsx]["Properties"]["SecurityGroupEgress"])
+    assert egress_rules(raw, fsx) == {(*ports, g) for ports in LUSTRE for g in (fsx, training, notebook)}
+    for client in (training, notebook):
+        assert {(*ports, fsx) for ports in LUSTRE} <= ingress_rules(raw, client)
+
+
 def test_no_ingress_from_any_address(default_app, variant_app):
     for app in (default_app, variant_app):
-        raw = app.raw("-network")
+        raw = app.deployment
         text = str([r for r in raw["Resources"].values()
                     if r["Type"] in ("AWS::EC2::SecurityGroup", "AWS::EC2::SecurityGroupIngress")])
         ingress_cidrs = [rule["Properties"].get("CidrIp") for rule in of_type(raw, "AWS::EC2::SecurityGroupIngress").values()]
@@ -90,10 +119,10 @@ def test_no_ingress_from_any_address(default_app, variant_app):
 
 
 def test_isolated_variant_has_no_internet_path_and_uses_three_named_azs(variant_app):
-    raw = variant_app.raw("-network")
+    raw = variant_app.deployment
     assert not of_type(raw, "AWS::EC2::NatGateway")
     assert not of_type(raw, "AWS::EC2::InternetGateway")
     subnets = of_type(raw, "AWS::EC2::Subnet").values()
-    assert sorted(s["Properties"]["AvailabilityZone"] for s in subnets) == ["us-west-2a", "us-west-2b", "us-west-2c"]
-    variant_app.template("-network").has_resource_properties("AWS::EC2::Subnet", {
+    assert sorted(s["Properties"]["AvailabilityZone"] for s in subnets) == ["eu-south-1a", "eu-south-1b", "eu-south-1c"]
+    variant_app.deployment_template.has_resource_properties("AWS::EC2::Subnet", {
         "Tags": Match.array_with([{"Key": "aws-cdk:subnet-type", "Value": "Isolated"}])})

@@ -4,20 +4,37 @@ import base64
 import json
 
 from stacks.notebooks_asset import CONTRACT_PACKAGE_DIR, NOTEBOOKS_DIR
-from tests.infra.templates import actions, of_type, statements_of
+from tests.infra.templates import actions, of_type, only, statements_of
 
 
 def test_notebook_instance_is_private_encrypted_without_root_on_imdsv2(default_app):
-    raw = default_app.raw("-notebook")
+    raw = default_app.deployment
     (_, notebook), = of_type(raw, "AWS::SageMaker::NotebookInstance").items()
     props = notebook["Properties"]
     assert props["DirectInternetAccess"] == "Disabled"
     assert props["RootAccess"] == "Disabled"
     assert props["PlatformIdentifier"] == "notebook-al2023-v1"
     assert props["InstanceMetadataServiceConfiguration"] == {"MinimumInstanceMetadataServiceVersion": "2"}
-    assert "Fn::ImportValue" in props["KmsKeyId"]
-    assert "Fn::ImportValue" in props["SubnetId"] and len(props["SecurityGroupIds"]) == 1
+    key_id, _ = only(raw, "AWS::KMS::Key")
+    assert props["KmsKeyId"] == {"Ref": key_id}
+    assert props["SubnetId"]["Ref"].startswith("NetworkVpcprivateSubnet1")
+    assert props["SecurityGroupIds"] == [{"Fn::GetAtt": [next(
+        k for k in of_type(raw, "AWS::EC2::SecurityGroup") if k.startswith("NetworkNotebookSecurityGroup")),
+        "GroupId"]}]
     assert "DefaultCodeRepository" not in props
+    # No physical names: a replacing change creates the new instance before deleting the old.
+    assert "NotebookInstanceName" not in props
+    (_, lifecycle), = of_type(raw, "AWS::SageMaker::NotebookInstanceLifecycleConfig").items()
+    assert "NotebookInstanceLifecycleConfigName" not in lifecycle["Properties"]
+
+
+def test_notebook_url_uses_the_console_of_the_partition(default_app):
+    output = next(o for k, o in default_app.deployment["Outputs"].items() if k == "NotebookUrl")
+    text = json.dumps(output["Value"])
+    assert '"Fn::FindInMap": [' in text and '"AWS::Partition"' in text
+    mapping = next(m for k, m in default_app.deployment["Mappings"].items() if k.startswith("NotebookConsoleDomain"))
+    assert mapping["aws-cn"] == {"domain": "console.amazonaws.cn"}
+    assert mapping["aws"] == {"domain": "console.aws.amazon.com"}
 
 
 def lifecycle_script(raw, hook):
@@ -28,7 +45,7 @@ def lifecycle_script(raw, hook):
 
 
 def test_lifecycle_mounts_efs_with_tls_and_fsx_and_copies_notebooks_once(default_app):
-    raw = default_app.raw("-notebook")
+    raw = default_app.deployment
     on_start = lifecycle_script(raw, "OnStart")
     assert "mount -t efs -o tls" in on_start
     assert "mount -t lustre" in on_start
@@ -39,18 +56,20 @@ def test_lifecycle_mounts_efs_with_tls_and_fsx_and_copies_notebooks_once(default
 
 
 def test_notebook_role_passes_only_the_job_roles_and_only_to_sagemaker(default_app):
-    statements = statements_of(default_app.raw("-notebook"), "NotebookRole")
+    statements = statements_of(default_app.deployment, "NotebookRole")
     passes = [s for s in statements if s["Action"] == "iam:PassRole"]
     assert len(passes) == 1
     assert passes[0]["Condition"] == {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}
-    assert len(passes[0]["Resource"]) == 2 and all("Fn::ImportValue" in r for r in passes[0]["Resource"])
+    # Logical ids are the construct path plus an 8-digit hash.
+    assert {r["Fn::GetAtt"][0][:-8] for r in passes[0]["Resource"]} == {"TrainingJobRole",
+                                                                        "TrainingStagingRole"}
     allowed = actions(statements)
     assert "sagemaker:*" not in allowed and not any(a.startswith("iam:") and a != "iam:PassRole" for a in allowed)
     assert not any(a.endswith("*") for a in allowed), allowed
 
 
 def test_jobs_can_only_be_created_in_the_training_subnets_and_group(default_app):
-    statements = statements_of(default_app.raw("-notebook"), "NotebookRole")
+    statements = statements_of(default_app.deployment, "NotebookRole")
     create, = [s for s in statements if s["Action"] == "sagemaker:CreateTrainingJob"]
     assert create["Condition"]["Null"] == {"sagemaker:VpcSubnets": "false", "sagemaker:VpcSecurityGroupIds": "false"}
     scoped = create["Condition"]["ForAllValues:StringEquals"]
@@ -59,15 +78,15 @@ def test_jobs_can_only_be_created_in_the_training_subnets_and_group(default_app)
 
 
 def test_notebook_reads_its_parameters_and_starts_the_datasync_task(default_app):
-    statements = statements_of(default_app.raw("-notebook"), "NotebookRole")
+    statements = statements_of(default_app.deployment, "NotebookRole")
     ssm, = [s for s in statements if "ssm:GetParametersByPath" in s["Action"]]
     assert json.dumps(ssm["Resource"]).count("parameter/maskrcnn") == 2
     start, = [s for s in statements if "datasync:StartTaskExecution" in s["Action"]]
-    assert "Fn::ImportValue" in start["Resource"]
+    assert start["Resource"]["Fn::GetAtt"][0].startswith("StorageEfsTask")
 
 
 def test_git_repository_gets_a_secret_in_the_form_sagemaker_reads(variant_app):
-    raw = variant_app.raw("-notebook")
+    raw = variant_app.deployment
     (_, secret), = of_type(raw, "AWS::SecretsManager::Secret").items()
     generator = secret["Properties"]["GenerateSecretString"]
     assert json.loads(generator["SecretStringTemplate"]) == {"username": "ml-bot"}
@@ -83,9 +102,9 @@ def test_git_repository_gets_a_secret_in_the_form_sagemaker_reads(variant_app):
 
 
 def test_notebooks_asset_ships_the_contract_package_whole_beside_the_notebooks(default_app):
-    manifest = json.loads(next(default_app.outdir.glob("*notebook.assets.json")).read_text())
+    manifest = json.loads(next(default_app.outdir.glob("maskrcnn.assets.json")).read_text())
     shipped, = [default_app.outdir / f["source"]["path"] for f in manifest["files"].values()
-                if f["source"].get("packaging") == "zip"]
+                if (default_app.outdir / f["source"]["path"] / "maskrcnn_launcher").is_dir()]
     assert (shipped / "README.md").read_text() == (NOTEBOOKS_DIR / "README.md").read_text()
     modules = sorted(p.name for p in CONTRACT_PACKAGE_DIR.glob("*.py"))
     assert "__init__.py" in modules and "ssm.py" in modules

@@ -2,6 +2,8 @@
 
 import json
 
+from aws_cdk import Stack
+
 from stacks.pipeline_stack import CDK_CLI_VERSION
 from tests.infra.templates import of_type
 
@@ -60,7 +62,8 @@ def test_asset_publishing_logs_in_to_the_deep_learning_containers_registry(pipel
     assert "cdk-docker-creds.json" in text
 
 
-def test_the_stage_deploys_the_four_stacks(pipeline_app):
-    names = set(pipeline_app.templates)
-    assert names == {"maskrcnn-pipeline", "maskrcnn-network", "maskrcnn-storage", "maskrcnn-training",
-                     "maskrcnn-notebook"}
+def test_the_stage_deploys_the_deployment_stack_in_the_pipelines_region(pipeline_app):
+    assert set(pipeline_app.templates) == {"maskrcnn-pipeline", "maskrcnn"}
+    stack = next(c for c in pipeline_app.app.node.find_all()
+                 if isinstance(c, Stack) and c.stack_name == "maskrcnn")
+    assert stack.region == "us-east-1"

@@ -2,20 +2,20 @@
 
 from aws_cdk.assertions import Match
 
-from tests.infra.templates import actions, of_type, only
+from tests.infra.templates import actions, of_type, only, statements_of
 
 
 def test_data_key_rotates_and_is_retained(default_app):
-    default_app.template("-storage").has_resource("AWS::KMS::Key", {
+    default_app.deployment_template.has_resource("AWS::KMS::Key", {
         "DeletionPolicy": "Retain", "Properties": {"EnableKeyRotation": True}})
 
 
 def test_data_bucket_is_private_kms_encrypted_versioned_logged_and_retained(default_app):
-    raw = default_app.raw("-storage")
+    raw = default_app.deployment
     key_id = only(raw, "AWS::KMS::Key")[0]
     buckets = of_type(raw, "AWS::S3::Bucket")
-    data_id = next(k for k in buckets if k.startswith("DataBucket"))
-    log_id = next(k for k in buckets if k.startswith("DataAccessLogs"))
+    data_id = next(k for k in buckets if k.startswith("StorageDataBucket"))
+    log_id = next(k for k in buckets if k.startswith("StorageDataAccessLogs"))
     data = buckets[data_id]
     assert data["DeletionPolicy"] == "Retain"
     props = data["Properties"]
@@ -30,7 +30,7 @@ def test_data_bucket_is_private_kms_encrypted_versioned_logged_and_retained(defa
 
 
 def test_both_buckets_deny_requests_without_tls(default_app):
-    policies = of_type(default_app.raw("-storage"), "AWS::S3::BucketPolicy").values()
+    policies = of_type(default_app.deployment, "AWS::S3::BucketPolicy").values()
     assert len(policies) == 2
     for policy in policies:
         assert any(s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
@@ -38,7 +38,7 @@ def test_both_buckets_deny_requests_without_tls(default_app):
 
 
 def test_efs_is_encrypted_with_the_data_key_retained_and_mounted_in_each_private_subnet(default_app):
-    raw = default_app.raw("-storage")
+    raw = default_app.deployment
     key_id = only(raw, "AWS::KMS::Key")[0]
     efs_id, efs = only(raw, "AWS::EFS::FileSystem")
     assert efs["DeletionPolicy"] == "Retain"
@@ -50,7 +50,7 @@ def test_efs_is_encrypted_with_the_data_key_retained_and_mounted_in_each_private
 
 
 def test_fsx_persistent_2_lustre_2_15_encrypted_with_context_capacity(default_app):
-    raw = default_app.raw("-storage")
+    raw = default_app.deployment
     fsx = only(raw, "AWS::FSx::FileSystem")[1]["Properties"]
     assert fsx["FileSystemType"] == "LUSTRE"
     assert fsx["FileSystemTypeVersion"] == "2.15"
@@ -62,7 +62,7 @@ def test_fsx_persistent_2_lustre_2_15_encrypted_with_context_capacity(default_ap
 
 
 def test_fsx_association_auto_imports_new_changed_and_deleted_objects_of_the_coco_prefix(default_app):
-    raw = default_app.raw("-storage")
+    raw = default_app.deployment
     association = only(raw, "AWS::FSx::DataRepositoryAssociation")[1]["Properties"]
     assert association["FileSystemPath"] == "/datasets/coco2017"
     assert association["S3"]["AutoImportPolicy"]["Events"] == ["NEW", "CHANGED", "DELETED"]
@@ -71,7 +71,7 @@ def test_fsx_association_auto_imports_new_changed_and_deleted_objects_of_the_coc
 
 
 def test_fsx_service_role_may_decrypt_only_through_s3(default_app):
-    key = only(default_app.raw("-storage"), "AWS::KMS::Key")[1]
+    key = only(default_app.deployment, "AWS::KMS::Key")[1]
     statement = next(s for s in key["Properties"]["KeyPolicy"]["Statement"] if s.get("Sid") == "FsxLinkedBucketRead")
     assert statement["Condition"]["ArnLike"]["aws:PrincipalArn"]["Fn::Join"][1][-1].endswith(
         "role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/*")
@@ -79,7 +79,7 @@ def test_fsx_service_role_may_decrypt_only_through_s3(default_app):
 
 
 def test_datasync_copies_the_coco_prefix_to_efs_over_tls_mirroring_deletes(default_app):
-    template = default_app.template("-storage")
+    template = default_app.deployment_template
     template.has_resource_properties("AWS::DataSync::LocationEFS", {
         "InTransitEncryption": "TLS1_2", "Subdirectory": "/datasets/coco2017"})
     template.has_resource_properties("AWS::DataSync::LocationS3", {"Subdirectory": "/datasets/coco2017/"})
@@ -91,8 +91,8 @@ def test_datasync_copies_the_coco_prefix_to_efs_over_tls_mirroring_deletes(defau
 
 
 def test_datasync_read_role_reads_only_the_coco_prefix(default_app):
-    raw = default_app.raw("-storage")
-    policy = only(raw, "AWS::IAM::Policy")[1]["Properties"]["PolicyDocument"]["Statement"]
+    raw = default_app.deployment
+    policy = statements_of(raw, "StorageEfsS3ReadRole")
     allowed = actions(policy)
     assert "s3:PutObject" not in allowed and "s3:DeleteObject" not in allowed
     objects = next(s for s in policy if s["Action"] == "s3:GetObject")
@@ -100,7 +100,7 @@ def test_datasync_read_role_reads_only_the_coco_prefix(default_app):
 
 
 def test_existing_efs_is_imported_with_new_mount_targets_and_scratch_2_fsx(variant_app):
-    raw = variant_app.raw("-storage")
+    raw = variant_app.deployment
     assert not of_type(raw, "AWS::EFS::FileSystem")
     targets = of_type(raw, "AWS::EFS::MountTarget").values()
     assert len(targets) == 3

@@ -9,7 +9,7 @@ from tests.infra.templates import actions, actions_on, of_type, statements_of
 
 
 def test_training_role_reads_data_and_writes_only_outputs_and_checkpoints(default_app):
-    statements = statements_of(default_app.raw("-training"), "TrainingRole")
+    statements = statements_of(default_app.deployment, "TrainingJobRole")
     assert actions_on(statements, "/datasets/coco2017/*") == {"s3:GetObject"}
     assert actions_on(statements, "/pretrained/*") == {"s3:GetObject"}
     for prefix in ("/jobs/*", "/checkpoints/*"):
@@ -20,13 +20,16 @@ def test_training_role_reads_data_and_writes_only_outputs_and_checkpoints(defaul
 
 
 def test_staging_role_writes_the_dataset_prefix(default_app):
-    statements = statements_of(default_app.raw("-training"), "DataStagingRole")
+    statements = statements_of(default_app.deployment, "TrainingStagingRole")
     assert "s3:PutObject" in actions_on(statements, "/datasets/coco2017/*")
     assert actions_on(statements, "/checkpoints/*") == set()
 
 
 def test_job_roles_trust_sagemaker_of_this_account_only(default_app):
-    for role in of_type(default_app.raw("-training"), "AWS::IAM::Role").values():
+    roles = {k: r for k, r in of_type(default_app.deployment, "AWS::IAM::Role").items()
+             if k.startswith(("TrainingJobRole", "TrainingStagingRole"))}
+    assert len(roles) == 2
+    for role in roles.values():
         statement, = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
         assert statement["Principal"] == {"Service": "sagemaker.amazonaws.com"}
         assert "aws:SourceAccount" in statement["Condition"]["StringEquals"]
@@ -36,7 +39,7 @@ def test_job_roles_trust_sagemaker_of_this_account_only(default_app):
 
 
 def test_network_interfaces_only_in_training_subnets_and_vpc(default_app):
-    statements = statements_of(default_app.raw("-training"), "TrainingRole")
+    statements = statements_of(default_app.deployment, "TrainingJobRole")
     create = next(s for s in statements if s["Action"] == "ec2:CreateNetworkInterface")
     text = json.dumps(create["Resource"])
     assert text.count(":subnet/") == 2 and ":security-group/" in text
@@ -45,7 +48,7 @@ def test_network_interfaces_only_in_training_subnets_and_vpc(default_app):
 
 
 def test_image_asset_holds_the_training_code_and_the_contract_only(default_app):
-    manifest = next(default_app.outdir.glob("*training.assets.json"))
+    manifest = next(default_app.outdir.glob("maskrcnn.assets.json"))
     images = json.loads(manifest.read_text())["dockerImages"]
     source, = [image["source"] for image in images.values()]
     context = default_app.outdir / source["directory"]
@@ -61,7 +64,7 @@ def test_image_asset_holds_the_training_code_and_the_contract_only(default_app):
 
 def published(app, path):
     return {p["Properties"]["Name"].removeprefix(path): p["Properties"]["Value"]
-            for p in of_type(app.raw("-training"), "AWS::SSM::Parameter").values()}
+            for p in of_type(app.deployment, "AWS::SSM::Parameter").values()}
 
 
 def test_synthesized_parameters_are_exactly_what_the_launcher_reads(default_app, no_fsx_app):
@@ -83,5 +86,5 @@ def test_ssm_parameters_publish_every_launcher_value_under_the_deployment_path(d
         fsx_path = parameters[path + "fsx-data-path"]["Fn::Join"][1]
         assert fsx_path[0] == "/" and fsx_path[-1] == "/datasets/coco2017"
     variant = {p["Properties"]["Name"]: p["Properties"]["Value"]
-               for p in of_type(variant_app.raw("-training"), "AWS::SSM::Parameter").values()}
+               for p in of_type(variant_app.deployment, "AWS::SSM::Parameter").values()}
     assert variant["/mrcnn-dev/efs-id"] == "fs-0123456789abcdef0"

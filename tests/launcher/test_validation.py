@@ -61,6 +61,23 @@ def test_validation_names_the_bad_value(deployment, mutate, message):
     assert message in problems_of(bad, deployment)
 
 
+@pytest.mark.parametrize("instance_type, local", [
+    ("ml.p4d.24xlarge", True), ("ml.p3dn.24xlarge", True), ("ml.p5.48xlarge", True),
+    ("ml.g5.12xlarge", True), ("ml.g6.xlarge", True), ("ml.g4dn.12xlarge", True),
+    ("ml.m5d.2xlarge", True), ("ml.p3.16xlarge", False), ("ml.m5.4xlarge", False),
+])
+def test_volume_key_only_where_sagemaker_accepts_one(deployment, instance_type, local):
+    """ResourceConfig: "You can't request a VolumeKmsKeyId when using an instance type with local
+    storage" (docs/aws-rules.md)."""
+    assert instances.has_local_storage(instance_type) is local
+    request = sent(deployment, instance_type=instance_type, processes_per_host=1)
+    assert ("VolumeKmsKeyId" in request["ResourceConfig"]) is not local
+    if local:
+        bad = copy.deepcopy(request)
+        bad["ResourceConfig"]["VolumeKmsKeyId"] = deployment.kms_key_arn
+        assert "has local NVMe storage" in problems_of(bad, deployment)
+
+
 def test_every_problem_is_reported_at_once(deployment):
     bad = copy.deepcopy(sent(deployment, data_source="efs"))
     bad["VpcConfig"]["SecurityGroupIds"] = []

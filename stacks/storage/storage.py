@@ -7,37 +7,38 @@ same path below their root, `/<data_prefix>`, so a job's channel differs only in
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from stacks.config import DeploymentConfig
-from stacks.network_stack import NetworkStack
+from stacks.outputs import output
+from stacks.network import Network
 from stacks.storage.data_bucket import DataBucket
 from stacks.storage.efs_mirror import EfsMirror
 from stacks.storage.lustre_cache import LustreCache
 
 
-class StorageStack(Stack):
+class Storage(Construct):
     """Composes the data bucket, the Lustre cache (unless disabled) and the EFS mirror."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig,
-                 network: NetworkStack, **kwargs) -> None:
-        super().__init__(scope, construct_id, **kwargs)
-        data = DataBucket(self, "Data", deployment_name=config.deployment_name)
-        self.data_bucket, self.data_key = data.bucket, data.key
-        CfnOutput(self, "DataBucketName", value=self.data_bucket.bucket_name,
+                 network: Network, key: kms.IKey) -> None:
+        super().__init__(scope, construct_id)
+        self.data_key = key
+        self.data_bucket = DataBucket(self, "Data", key=key).bucket
+        output(self, "DataBucketName", self.data_bucket.bucket_name,
                   description=f"COCO goes to s3://<bucket>/{config.data_prefix}")
         subnets = network.private.subnets
         self.fsx = None
         if config.fsx_enabled:
             self.fsx = LustreCache(
                 self, "Fsx", vpc=network.vpc, subnet=subnets[0], security_group=network.fsx_sg,
-                bucket=self.data_bucket, key=self.data_key, prefix=config.data_prefix,
+                bucket=self.data_bucket, key=key, prefix=config.data_prefix,
                 data_path=config.data_path, deployment_type=config.fsx_deployment_type,
                 capacity_gib=config.fsx_storage_capacity_gib,
                 throughput_per_tib=config.fsx_throughput)
         self.efs = EfsMirror(
             self, "Efs", vpc=network.vpc, subnets=subnets, security_group=network.efs_sg,
             datasync_security_group=network.datasync_sg, bucket=self.data_bucket,
-            key=self.data_key, prefix=config.data_prefix, data_path=config.data_path,
+            key=key, prefix=config.data_prefix, data_path=config.data_path,
             task_name=f"{config.deployment_name}-s3-to-efs", existing_id=config.existing_efs_id)

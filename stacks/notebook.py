@@ -9,40 +9,49 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from aws_cdk import CfnOutput, Fn, Stack
+from aws_cdk import Aws, CfnMapping, Fn, Stack
+from aws_cdk import aws_codeartifact as codeartifact
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from stacks.config import DeploymentConfig
+from stacks.outputs import output
 from stacks.nag import acknowledge
 from stacks.permissions import bucket_prefixes, log_group_arn, policy
-from stacks.network_stack import NetworkStack
+from stacks.network import Network
 from stacks.notebooks_asset import notebooks_asset
-from stacks.storage_stack import StorageStack
-from stacks.training_stack import TrainingStack
+from stacks.storage.storage import Storage
+from stacks.training import Training
 
 LIFECYCLE_DIR = Path(__file__).resolve().parent / "notebook_lifecycle"
 PLATFORM = "notebook-al2023-v1"
+# The AWS console's domain by partition (the notebook's URL output works in aws-cn too).
+CONSOLE_DOMAINS = {"aws": "console.aws.amazon.com", "aws-cn": "console.amazonaws.cn",
+                   "aws-us-gov": "console.amazonaws-us-gov.com"}
 
 
-class NotebookStack(Stack):
+class Notebook(Construct):
     """Notebook instance, lifecycle config, optional Git repository, and the notebook role."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig,
-                 network: NetworkStack, storage: StorageStack, training: TrainingStack, **kwargs) -> None:
-        super().__init__(scope, construct_id, **kwargs)
+                 network: Network, storage: Storage, training: Training) -> None:
+        super().__init__(scope, construct_id)
         self.config = config
+        self._stack = Stack.of(self)
         self.notebooks = notebooks_asset(self, "Notebooks")
         self.role = iam.Role(
-            self, "NotebookRole",
-            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com",
-                                            conditions={"StringEquals": {"aws:SourceAccount": self.account}}),
+            self, "Role",
+            # No aws:SourceAccount/aws:SourceArn condition: SageMaker's confused-deputy guidance
+            # documents those keys for jobs, not for notebook instances, and a condition the
+            # service does not send would stop the instance from starting.
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
             description=f"{config.deployment_name}: notebook instance that launches training jobs",
         )
         self._grant_launching(network, training)
         self._grant_data_access(storage)
+        mirror = None if config.nat_gateways else self._pypi_mirror(config, storage.data_key)
         own_resources = [iam.PolicyStatement(
             sid="ReadNotebooksAsset",
             actions=["s3:GetObject"],
@@ -51,7 +60,8 @@ class NotebookStack(Stack):
 
         lifecycle = sagemaker.CfnNotebookInstanceLifecycleConfig(
             self, "Lifecycle",
-            notebook_instance_lifecycle_config_name=f"{config.deployment_name}-notebook",
+            # No physical names here or on the instance: CloudFormation names them, so that a
+            # change that replaces either can create the new one before deleting the old.
             on_create=[sagemaker.CfnNotebookInstanceLifecycleConfig.NotebookInstanceLifecycleHookProperty(
                 content=Fn.base64(self._script("on_create.sh", NOTEBOOKS_S3_URL=self.notebooks.s3_object_url)))],
             on_start=[sagemaker.CfnNotebookInstanceLifecycleConfig.NotebookInstanceLifecycleHookProperty(
@@ -61,13 +71,15 @@ class NotebookStack(Stack):
                     FSX_DNS=storage.fsx.file_system.dns_name if storage.fsx else "",
                     FSX_MOUNT_NAME=storage.fsx.file_system.mount_name if storage.fsx else "",
                     SSM_PATH=config.ssm_path,
+                    CODEARTIFACT_DOMAIN=mirror.domain_name if mirror else "",
+                    CODEARTIFACT_OWNER=self._stack.account if mirror else "",
+                    CODEARTIFACT_REPOSITORY=mirror.repository_name if mirror else "",
                 )))],
         )
         repository = self._code_repository(config, own_resources)
-        policy(self, "NotebookOwnResources", self.role, own_resources)
+        policy(self, "OwnResources", self.role, own_resources)
         self.notebook = sagemaker.CfnNotebookInstance(
-            self, "Notebook",
-            notebook_instance_name=f"{config.deployment_name}-notebook",
+            self, "Instance",
             instance_type=config.notebook_instance_type,
             role_arn=self.role.role_arn,
             subnet_id=network.private.subnet_ids[0],
@@ -82,9 +94,12 @@ class NotebookStack(Stack):
             lifecycle_config_name=lifecycle.attr_notebook_instance_lifecycle_config_name,
             default_code_repository=repository.attr_code_repository_name if repository else None,
         )
-        CfnOutput(self, "NotebookInstanceName", value=self.notebook.attr_notebook_instance_name)
-        CfnOutput(self, "NotebookUrl", value=(
-            f"https://{self.region}.console.aws.amazon.com/sagemaker/home?region={self.region}"
+        output(self, "NotebookInstanceName", self.notebook.attr_notebook_instance_name)
+        console = CfnMapping(self, "ConsoleDomain",
+                             mapping={p: {"domain": d} for p, d in CONSOLE_DOMAINS.items()})
+        output(self, "NotebookUrl", (
+            f"https://{console.find_in_map(Aws.PARTITION, 'domain')}/sagemaker/home"
+            f"?region={self._stack.region}"
             f"#/notebook-instances/openNotebook/{self.notebook.attr_notebook_instance_name}?view=lab"))
         # The role's policies must exist before the instance starts and runs its lifecycle scripts.
         for child in self.node.find_all():
@@ -98,6 +113,30 @@ class NotebookStack(Stack):
         if "@@" in script:
             raise ValueError(f"{name}: placeholder left unfilled")
         return script
+
+    def _pypi_mirror(self, config: DeploymentConfig, key) -> codeartifact.CfnRepository:
+        """Without NAT the notebook cannot reach PyPI: a CodeArtifact repository with PyPI as its
+        external connection fetches packages on the service side, and the notebook reaches it
+        through the VPC endpoints (stacks/network.py). The start script points pip at it."""
+        domain = codeartifact.CfnDomain(self, "PackageDomain", domain_name=config.deployment_name,
+                                        encryption_key=key.key_arn)
+        repository = codeartifact.CfnRepository(
+            self, "PypiMirror", domain_name=domain.attr_name, repository_name="pypi",
+            external_connections=["public:pypi"],
+            description=f"{config.deployment_name}: PyPI for the notebook instance (no NAT)")
+        policy(self, "ReadPypiMirror", self.role, [
+            iam.PolicyStatement(actions=["codeartifact:GetAuthorizationToken"],
+                                resources=[domain.attr_arn]),
+            iam.PolicyStatement(actions=["codeartifact:GetRepositoryEndpoint",
+                                         "codeartifact:ReadFromRepository"],
+                                resources=[repository.attr_arn]),
+            # CodeArtifact user guide, "Using service bearer tokens": the token CodeArtifact
+            # needs is issued by STS, for this service only.
+            iam.PolicyStatement(actions=["sts:GetServiceBearerToken"], resources=["*"],
+                                conditions={"StringEquals": {"sts:AWSServiceName": "codeartifact.amazonaws.com"}}),
+        ], wildcard_reason="sts:GetServiceBearerToken supports no resource but '*'; the condition "
+           "limits it to CodeArtifact's tokens.")
+        return repository
 
     def _code_repository(self, config: DeploymentConfig,
                          statements: list[iam.PolicyStatement]) -> sagemaker.CfnCodeRepository | None:
@@ -131,11 +170,11 @@ class NotebookStack(Stack):
                 repository_url=config.git_repository_url, branch=config.git_branch, secret_arn=secret_arn),
         )
 
-    def _grant_launching(self, network: NetworkStack, training: TrainingStack) -> None:
-        jobs = self.format_arn(service="sagemaker", resource="training-job",
+    def _grant_launching(self, network: Network, training: Training) -> None:
+        jobs = self._stack.format_arn(service="sagemaker", resource="training-job",
                                resource_name=f"{training.job_name_prefix}-*")
         subnets = network.private.subnet_ids
-        policy(self, "NotebookLaunchJobs", self.role, [
+        policy(self, "LaunchJobs", self.role, [
             iam.PolicyStatement(
                 sid="CreateTrainingJobsInTheTrainingVpcOnly",
                 actions=["sagemaker:CreateTrainingJob"],
@@ -163,26 +202,26 @@ class NotebookStack(Stack):
            f"Job names are made at launch, all starting '{training.job_name_prefix}-', and jobs "
            "must run in the training subnets and security group; sagemaker:ListTrainingJobs "
            "supports no resource but '*'.")
-        policy(self, "NotebookReadParameters", self.role, [iam.PolicyStatement(
+        policy(self, "ReadParameters", self.role, [iam.PolicyStatement(
             actions=["ssm:GetParameter", "ssm:GetParameters", "ssm:GetParametersByPath"],
             resources=[
-                self.format_arn(service="ssm", resource="parameter", resource_name=self.config.deployment_name),
-                self.format_arn(service="ssm", resource="parameter",
+                self._stack.format_arn(service="ssm", resource="parameter", resource_name=self.config.deployment_name),
+                self._stack.format_arn(service="ssm", resource="parameter",
                                 resource_name=f"{self.config.deployment_name}/*"),
             ])],
             wildcards=(f":parameter/{self.config.deployment_name}/*",), wildcard_reason=
             f"Reads every parameter below this deployment's path {self.config.ssm_path}, "
             "which the training stack publishes for launchers.")
-        policy(self, "NotebookLogsAndMetrics", self.role, [
+        policy(self, "LogsAndMetrics", self.role, [
             iam.PolicyStatement(
                 sid="FollowJobLogs",
                 actions=["logs:DescribeLogStreams", "logs:GetLogEvents", "logs:FilterLogEvents"],
-                resources=[log_group_arn(self, "/aws/sagemaker/TrainingJobs")]),
+                resources=[log_group_arn(self._stack, "/aws/sagemaker/TrainingJobs")]),
             iam.PolicyStatement(
                 sid="NotebookInstanceLogs",
                 actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents",
                          "logs:DescribeLogStreams"],
-                resources=[log_group_arn(self, "/aws/sagemaker/NotebookInstances")]),
+                resources=[log_group_arn(self._stack, "/aws/sagemaker/NotebookInstances")]),
             iam.PolicyStatement(
                 sid="ReadJobMetrics",
                 actions=["cloudwatch:GetMetricData", "cloudwatch:ListMetrics"],
@@ -191,14 +230,14 @@ class NotebookStack(Stack):
            wildcard_reason="Log streams are one per job host or per lifecycle script (':*' is the streams of "
            "the two named groups); CloudWatch metric reads support no resource but '*'.")
 
-    def _grant_data_access(self, storage: StorageStack) -> None:
+    def _grant_data_access(self, storage: Storage) -> None:
         layout = self.config.bucket
-        bucket_prefixes(self, "NotebookData", self.role, storage.data_bucket, storage.data_key,
+        bucket_prefixes(self, "Data", self.role, storage.data_bucket, storage.data_key,
                         read=[layout.data, layout.pretrained, layout.checkpoints],
                         # The SDK uploads job inputs under the output prefix and reads results back.
                         write=[layout.output])
         task = storage.efs.task.attr_task_arn
-        policy(self, "NotebookStorageServices", self.role, [
+        policy(self, "StorageServices", self.role, [
             # Jobs' volumes use the data key: SageMaker creates the grant as the caller.
             iam.PolicyStatement(
                 sid="GrantDataKeyToSageMakerJobs",
@@ -213,8 +252,11 @@ class NotebookStack(Stack):
             iam.PolicyStatement(sid="FollowS3ToEfsCopy", actions=["datasync:DescribeTaskExecution"],
                                 resources=[f"{task}/execution/*"]),
             iam.PolicyStatement(
-                sid="DescribeEfs",
-                actions=["elasticfilesystem:DescribeFileSystems", "elasticfilesystem:DescribeMountTargets"],
+                sid="DescribeAndMountEfsReadOnly",
+                # The lifecycle script mounts EFS with TLS and IAM (`-o tls,iam`): ClientMount
+                # alone is a read-only mount (EFS user guide, IAM for NFS clients).
+                actions=["elasticfilesystem:DescribeFileSystems", "elasticfilesystem:DescribeMountTargets",
+                         "elasticfilesystem:ClientMount"],
                 resources=[storage.efs.file_system_arn]),
             iam.PolicyStatement(
                 sid="DescribeFsxAndItsImports",

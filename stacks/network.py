@@ -6,8 +6,9 @@ the public subnets exist only to hold NAT gateways and disappear when `nat_gatew
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
@@ -15,7 +16,8 @@ from stacks.config import DeploymentConfig
 
 PRIVATE_SUBNETS = "private"
 EFS_PORT = ec2.Port.tcp(2049)
-# Lustre: 988 for the client, 1018-1023 for the servers (FSx for Lustre user guide).
+# Lustre: 988 and 1018-1023, both ways between clients and servers and among the servers (FSx for
+# Lustre user guide, "File system access control with Amazon VPC"; docs/aws-rules.md).
 LUSTRE_PORTS = (ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023))
 HTTPS = ec2.Port.tcp(443)
 RETENTION = {
@@ -35,13 +37,24 @@ INTERFACE_ENDPOINTS = {
     "EcrDocker": ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER,
     "Ssm": ec2.InterfaceVpcEndpointAwsService.SSM,
 }
+# Without NAT (nat_gateways=0) the notebook's data preparation must reach these APIs too: the
+# DataSync task, the FSx import status, CloudWatch metrics of jobs, and the CodeArtifact mirror of
+# PyPI from which the notebook installs the SageMaker SDK (stacks/notebook.py).
+ISOLATED_INTERFACE_ENDPOINTS = {
+    "DataSync": ec2.InterfaceVpcEndpointAwsService.DATASYNC,
+    "Fsx": ec2.InterfaceVpcEndpointAwsService.FSX,
+    "CloudWatchMonitoring": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_MONITORING,
+    "CodeArtifactApi": ec2.InterfaceVpcEndpointAwsService.CODEARTIFACT_API,
+    "CodeArtifactRepositories": ec2.InterfaceVpcEndpointAwsService.CODEARTIFACT_REPOSITORIES,
+}
 
 
-class NetworkStack(Stack):
+class Network(Construct):
     """VPC, S3 gateway and interface endpoints, flow logs, and the security groups."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig, **kwargs) -> None:
-        super().__init__(scope, construct_id, **kwargs)
+    def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig,
+                 key: kms.IKey) -> None:
+        super().__init__(scope, construct_id)
         private_type = (ec2.SubnetType.PRIVATE_WITH_EGRESS if config.nat_gateways
                         else ec2.SubnetType.PRIVATE_ISOLATED)
         subnets = [ec2.SubnetConfiguration(name=PRIVATE_SUBNETS, subnet_type=private_type)]
@@ -65,6 +78,7 @@ class NetworkStack(Stack):
         flow_log_group = logs.LogGroup(
             self, "FlowLogs",
             retention=RETENTION[config.flow_log_retention_days],
+            encryption_key=key,
             removal_policy=RemovalPolicy.RETAIN,
         )
         self.vpc.add_flow_log(
@@ -92,11 +106,14 @@ class NetworkStack(Stack):
 
         self.fsx_sg = self._group("FsxSecurityGroup", "FSx for Lustre: Lustre from training and notebook",
                                   allow_all_outbound=False)
-        for client in clients:
-            for port in LUSTRE_PORTS:
+        for port in LUSTRE_PORTS:
+            # The group has no allow-all outbound, so every Lustre flow is opened both ways: the
+            # servers among themselves (the FSx construct adds only the self-referencing ingress)
+            # and between servers and clients, whose groups must also admit the servers.
+            self.fsx_sg.add_egress_rule(self.fsx_sg, port, "Lustre among the file servers")
+            for client in clients:
                 self.fsx_sg.add_ingress_rule(client, port, f"Lustre from {client.node.id}")
-        # The file servers talk to each other within this group: the FSx L2 construct opens
-        # 988-1023 to the group itself (ingress and egress) when it is given the group.
+                self.fsx_sg.connections.allow_to(client, port, f"Lustre to and from {client.node.id}")
 
         # Training containers read S3 through the gateway endpoint (no NAT needed for data).
         self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3,
@@ -105,7 +122,10 @@ class NetworkStack(Stack):
                                        allow_all_outbound=False)
         for client in clients:
             self.endpoint_sg.add_ingress_rule(client, HTTPS, f"HTTPS from {client.node.id}")
-        for name, service in INTERFACE_ENDPOINTS.items():
+        endpoints = dict(INTERFACE_ENDPOINTS)
+        if not config.nat_gateways:
+            endpoints.update(ISOLATED_INTERFACE_ENDPOINTS)
+        for name, service in endpoints.items():
             self.vpc.add_interface_endpoint(
                 name, service=service, subnets=self.private_subnets,
                 security_groups=[self.endpoint_sg], private_dns_enabled=True, open=False,

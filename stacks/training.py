@@ -10,17 +10,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import Annotations, Stack, Token
 from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_ssm
 from constructs import Construct
 from maskrcnn_contract import ssm
 
+from stacks import dlc
 from stacks.config import DeploymentConfig
-from stacks.network_stack import NetworkStack
+from stacks.outputs import output
+from stacks.network import Network
 from stacks.permissions import bucket_prefixes, log_group_arn, policy
-from stacks.storage_stack import StorageStack
+from stacks.storage.storage import Storage
 
 # The image's build context is the repository root (the image installs contract/ too); the root
 # .dockerignore admits only contract/ and training_code/.
@@ -29,46 +31,61 @@ DOCKERFILE = "training_code/Dockerfile"
 SAGEMAKER = "sagemaker.amazonaws.com"
 
 
-class TrainingStack(Stack):
+class Training(Construct):
     """Docker image asset of `training_code/`, job roles, and the deployment's SSM parameters."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig,
-                 network: NetworkStack, storage: StorageStack, **kwargs) -> None:
-        super().__init__(scope, construct_id, **kwargs)
+                 network: Network, storage: Storage) -> None:
+        super().__init__(scope, construct_id)
         self.config = config
+        self._stack = Stack.of(self)
         self.image = ecr_assets.DockerImageAsset(
             self, "TrainingImage",
             directory=str(REPO_ROOT),
             file=DOCKERFILE,
             platform=ecr_assets.Platform.LINUX_AMD64,
+            build_args=self._base_image_argument(),
         )
         bucket, key, layout = storage.data_bucket, storage.data_key, config.bucket
         self.job_name_prefix = config.deployment_name
 
-        self.training_role = self._job_role("TrainingRole", "SageMaker training jobs", network)
-        bucket_prefixes(self, "TrainingRoleData", self.training_role, bucket, key,
+        self.training_role = self._job_role("JobRole", "SageMaker training jobs", network)
+        bucket_prefixes(self, "JobRoleData", self.training_role, bucket, key,
                         read=[layout.data, layout.pretrained],
                         write=[layout.output, layout.checkpoints])
         self._allow_file_systems(self.training_role, storage)
 
-        self.staging_role = self._job_role("DataStagingRole", "the COCO staging job", network)
-        bucket_prefixes(self, "DataStagingRoleData", self.staging_role, bucket, key,
+        self.staging_role = self._job_role("StagingRole", "the COCO staging job", network)
+        bucket_prefixes(self, "StagingRoleData", self.staging_role, bucket, key,
                         write=[layout.data, layout.output])
 
         self.parameters = self._publish_parameters(network, storage)
-        CfnOutput(self, "ParameterPath", value=config.ssm_path,
+        output(self, "ParameterPath", config.ssm_path,
                   description="SSM path holding every value a training-job launcher needs")
-        CfnOutput(self, "TrainingImageUri", value=self.image.image_uri)
+        output(self, "TrainingImageUri", self.image.image_uri)
 
-    def _job_role(self, construct_id: str, purpose: str, network: NetworkStack) -> iam.Role:
+    def _base_image_argument(self) -> dict[str, str]:
+        """The region's DLC as BASE_IMAGE. Build arguments cannot be tokens: an app synthesized
+        without a region (no CDK_DEFAULT_REGION, no maskrcnn:region) gets none, and the image
+        build stops at its FROM line rather than pull another region's image."""
+        region = self._stack.region
+        if Token.is_unresolved(region):
+            Annotations.of(self).add_warning_v2(
+                "maskrcnn:training-image-region",
+                "The region is unknown at synth, so the training image has no base image: deploy "
+                "with the CLI's region (CDK_DEFAULT_REGION) or set maskrcnn:region.")
+            return {}
+        return {"BASE_IMAGE": dlc.base_image(region)}
+
+    def _job_role(self, construct_id: str, purpose: str, network: Network) -> iam.Role:
         role = iam.Role(
             self, construct_id,
             # Confused-deputy guard: only SageMaker acting for this account and region. (A
             # narrower source ARN such as training-job/<prefix>-* is not documented to hold
             # for SageMaker's own checks of the role at job creation, so it is not used.)
             assumed_by=iam.ServicePrincipal(SAGEMAKER, conditions={
-                "StringEquals": {"aws:SourceAccount": self.account},
-                "ArnLike": {"aws:SourceArn": f"arn:{self.partition}:sagemaker:{self.region}:{self.account}:*"},
+                "StringEquals": {"aws:SourceAccount": self._stack.account},
+                "ArnLike": {"aws:SourceArn": f"arn:{self._stack.partition}:sagemaker:{self._stack.region}:{self._stack.account}:*"},
             }),
             description=f"{self.config.deployment_name}: execution role of {purpose}",
         )
@@ -83,7 +100,7 @@ class TrainingStack(Stack):
             iam.PolicyStatement(
                 actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents",
                          "logs:DescribeLogStreams"],
-                resources=[log_group_arn(self, "/aws/sagemaker/TrainingJobs")]),
+                resources=[log_group_arn(self._stack, "/aws/sagemaker/TrainingJobs")]),
             iam.PolicyStatement(
                 actions=["cloudwatch:PutMetricData"], resources=["*"],
                 conditions={"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}}),
@@ -91,12 +108,12 @@ class TrainingStack(Stack):
            "SageMaker writes one log stream per job host into /aws/sagemaker/TrainingJobs (':*' "
            "is the streams of that one group); cloudwatch:PutMetricData supports no resource but "
            "'*' and is limited to SageMaker's namespaces by condition.")
-        subnet_arns = [self.format_arn(service="ec2", resource="subnet", resource_name=s.subnet_id)
+        subnet_arns = [self._stack.format_arn(service="ec2", resource="subnet", resource_name=s.subnet_id)
                        for s in network.private.subnets]
-        sg_arn = self.format_arn(service="ec2", resource="security-group",
+        sg_arn = self._stack.format_arn(service="ec2", resource="security-group",
                                  resource_name=network.training_sg.security_group_id)
-        eni_arns = self.format_arn(service="ec2", resource="network-interface", resource_name="*")
-        vpc_arn = self.format_arn(service="ec2", resource="vpc", resource_name=network.vpc.vpc_id)
+        eni_arns = self._stack.format_arn(service="ec2", resource="network-interface", resource_name="*")
+        vpc_arn = self._stack.format_arn(service="ec2", resource="vpc", resource_name=network.vpc.vpc_id)
         policy(self, f"{construct_id}NetworkInterfaces", role, [
             iam.PolicyStatement(actions=["ec2:CreateNetworkInterface"],
                                 resources=[*subnet_arns, sg_arn, eni_arns]),
@@ -114,7 +131,7 @@ class TrainingStack(Stack):
            "ec2:Describe* actions support no resource but '*'.")
         return role
 
-    def _allow_file_systems(self, role: iam.Role, storage: StorageStack) -> None:
+    def _allow_file_systems(self, role: iam.Role, storage: Storage) -> None:
         """SageMaker looks up the mount targets of a job's file-system channel as the job role."""
         statements = [iam.PolicyStatement(
             actions=["elasticfilesystem:DescribeMountTargets", "elasticfilesystem:DescribeFileSystems"],
@@ -122,18 +139,18 @@ class TrainingStack(Stack):
         if storage.fsx is not None:
             statements.append(iam.PolicyStatement(
                 actions=["fsx:DescribeFileSystems"],
-                resources=[self.format_arn(service="fsx", resource="file-system",
+                resources=[self._stack.format_arn(service="fsx", resource="file-system",
                                            resource_name=storage.fsx.file_system.file_system_id)]))
-        policy(self, "TrainingRoleFileSystems", role, statements)
+        policy(self, "JobRoleFileSystems", role, statements)
 
-    def _publish_parameters(self, network: NetworkStack,
-                            storage: StorageStack) -> dict[str, aws_ssm.StringParameter]:
+    def _publish_parameters(self, network: Network,
+                            storage: Storage) -> dict[str, aws_ssm.StringParameter]:
         """Everything a launcher needs, under one path: no stack outputs to copy by hand. The
         names are the contract's (maskrcnn_contract.ssm), which the launcher reads."""
         subnets = network.private.subnet_ids
         layout = self.config.bucket
         values = {
-            "region": self.region,
+            "region": self._stack.region,
             "job-name-prefix": self.job_name_prefix,
             "data-bucket": storage.data_bucket.bucket_name,
             "data-prefix": layout.data,

@@ -1,0 +1,127 @@
+"""AWS rules that synth, cdk-nag, cfn-lint and moto accept even when broken. Each test names its
+rule in docs/aws-rules.md, where the documentation source is."""
+
+import json
+
+import pytest
+
+from stacks import dlc
+from stacks.network import ISOLATED_INTERFACE_ENDPOINTS
+from tests.infra.templates import actions, of_type, only, statements_of
+
+
+def _text(value):
+    return json.dumps(value)
+
+
+def test_efs_lets_clients_mount_and_only_datasync_write_over_tls(default_app):
+    """Rule EFS-1: a file-system policy without ClientMount refuses every client without IAM."""
+    raw = default_app.deployment
+    statements = only(raw, "AWS::EFS::FileSystem")[1]["Properties"]["FileSystemPolicy"]["Statement"]
+    mount, = [s for s in statements if s["Principal"] == {"AWS": "*"}]
+    assert mount["Action"] == "elasticfilesystem:ClientMount"
+    assert mount["Condition"] == {"Bool": {"elasticfilesystem:AccessedViaMountTarget": "true"}}
+    writer, = [s for s in statements if s["Principal"] != {"AWS": "*"}]
+    assert set(writer["Action"]) == {"elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite",
+                                     "elasticfilesystem:ClientRootAccess"}
+    assert writer["Condition"] == {"Bool": {"aws:SecureTransport": "true"}}
+    writer_role = writer["Principal"]["AWS"]["Fn::GetAtt"][0]
+    location = only(raw, "AWS::DataSync::LocationEFS")[1]["Properties"]
+    assert location["FileSystemAccessRoleArn"] == {"Fn::GetAtt": [writer_role, "Arn"]}
+    assert location["InTransitEncryption"] == "TLS1_2"
+    assert "elasticfilesystem:ClientMount" in actions(statements_of(raw, "NotebookRole"))
+
+
+def test_no_value_passes_through_a_cloudformation_export(default_app, variant_app):
+    """Rule CFN-1: an export that another stack imports can never change."""
+    for app in (default_app, variant_app):
+        text = _text(app.deployment)
+        assert "Fn::ImportValue" not in text
+        assert not any("Export" in o for o in app.deployment.get("Outputs", {}).values())
+
+
+def test_fsx_kms_key_only_on_persistent_deployment_types(default_app, variant_app):
+    """Rule FSX-2: KmsKeyId applies to PERSISTENT_1 and PERSISTENT_2 only."""
+    assert "KmsKeyId" in only(default_app.deployment, "AWS::FSx::FileSystem")[1]["Properties"]
+    scratch = only(variant_app.deployment, "AWS::FSx::FileSystem")[1]["Properties"]
+    assert scratch["LustreConfiguration"]["DeploymentType"] == "SCRATCH_2"
+    assert "KmsKeyId" not in scratch
+
+
+def test_fsx_key_grant_names_s3_by_the_partitions_domain(default_app):
+    """Rule KMS-2: S3's endpoint (kms:ViaService) is amazonaws.com.cn in China."""
+    key = only(default_app.deployment, "AWS::KMS::Key")[1]
+    statement = next(s for s in key["Properties"]["KeyPolicy"]["Statement"] if s.get("Sid") == "FsxLinkedBucketRead")
+    assert "AWS::URLSuffix" in _text(statement["Condition"]["StringEquals"]["kms:ViaService"])
+
+
+def test_log_groups_use_the_deployment_key_which_cloudwatch_logs_may_use(default_app):
+    """Rule LOGS-1: an encrypted log group needs the regional CloudWatch Logs principal in the
+    key policy, scoped by the log group ARN in the encryption context."""
+    raw = default_app.deployment
+    key_id, key = only(raw, "AWS::KMS::Key")
+    groups = of_type(raw, "AWS::Logs::LogGroup").values()
+    assert len(groups) == 2  # flow logs, DataSync
+    assert all(g["Properties"]["KmsKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]} for g in groups)
+    logs = next(s for s in key["Properties"]["KeyPolicy"]["Statement"] if s.get("Sid") == "CloudWatchLogsOfThisAccount")
+    assert "logs." in _text(logs["Principal"]) and "AWS::URLSuffix" in _text(logs["Principal"])
+    assert "kms:EncryptionContext:aws:logs:arn" in logs["Condition"]["ArnLike"]
+
+
+def test_notebook_role_trusts_sagemaker_without_undocumented_conditions(default_app):
+    """Rule SM-4: the documented confused-deputy keys are for jobs, not notebook instances."""
+    raw = default_app.deployment
+    role = next(r for k, r in of_type(raw, "AWS::IAM::Role").items() if k.startswith("NotebookRole"))
+    statement, = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert statement["Principal"] == {"Service": "sagemaker.amazonaws.com"}
+    assert "Condition" not in statement
+
+
+def test_isolated_vpc_reaches_every_api_data_preparation_calls_and_a_pypi_mirror(default_app, variant_app):
+    """Rule VPC-1: without NAT, every AWS API the notebook calls needs an interface endpoint, and
+    pip needs a package source inside AWS."""
+    def endpoints(app):
+        return {_text(e["Properties"]["ServiceName"]) for e in of_type(app.deployment, "AWS::EC2::VPCEndpoint").values()}
+    isolated = " ".join(endpoints(variant_app))
+    for short in ("datasync", "fsx", "monitoring", "codeartifact.api", "codeartifact.repositories"):
+        assert f".{short}" in isolated, short
+    assert len(endpoints(variant_app)) == len(endpoints(default_app)) + len(ISOLATED_INTERFACE_ENDPOINTS)
+    repository = only(variant_app.deployment, "AWS::CodeArtifact::Repository")[1]["Properties"]
+    assert repository["ExternalConnections"] == ["public:pypi"]
+    assert {"codeartifact:GetAuthorizationToken", "codeartifact:ReadFromRepository",
+            "sts:GetServiceBearerToken"} <= actions(statements_of(variant_app.deployment, "NotebookRole"))
+    assert not of_type(default_app.deployment, "AWS::CodeArtifact::Repository")
+
+
+def _docker_build_args(app):
+    manifest = json.loads(next(app.outdir.glob(f"{app.deployment_name}.assets.json")).read_text())
+    image, = manifest["dockerImages"].values()
+    return image["source"].get("dockerBuildArgs", {})
+
+
+def test_training_image_starts_from_the_deployment_regions_deep_learning_container(default_app, variant_app):
+    """Rule DLC-1: DLC registries are regional, some with their own account (eu-south-1)."""
+    assert _docker_build_args(variant_app) == {
+        "BASE_IMAGE": "692866216735.dkr.ecr.eu-south-1.amazonaws.com/tensorflow-training:" + dlc.TAG}
+    # No region at synth: no base image (the build fails at FROM instead of using another
+    # region's registry), and synth says so.
+    assert _docker_build_args(default_app) == {}
+
+
+@pytest.mark.parametrize("region, registry", [
+    ("us-east-1", "763104351884.dkr.ecr.us-east-1.amazonaws.com"),
+    ("eu-west-2", "763104351884.dkr.ecr.eu-west-2.amazonaws.com"),
+    ("ap-east-1", "871362719292.dkr.ecr.ap-east-1.amazonaws.com"),
+    ("cn-north-1", "727897471807.dkr.ecr.cn-north-1.amazonaws.com.cn"),
+])
+def test_dlc_registry_by_region(region, registry):
+    assert dlc.registry(region) == registry
+
+
+def test_pipeline_builds_assets_on_a_large_codebuild_instance(pipeline_app):
+    """Rule CB-1: CDK Pipelines publishes assets on SMALL unless told otherwise."""
+    projects = [p["Properties"] for p in of_type(pipeline_app.raw("-pipeline"), "AWS::CodeBuild::Project").values()
+                if "DockerAsset" in _text(p["Properties"].get("Description", "")) or
+                "docker" in _text(p["Properties"]["Source"].get("BuildSpec", ""))]
+    assert projects
+    assert all(p["Environment"]["ComputeType"] == "BUILD_GENERAL1_LARGE" for p in projects)
