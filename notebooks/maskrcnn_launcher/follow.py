@@ -80,7 +80,9 @@ def final_metrics(job: dict) -> Dict[str, float]:
 
 
 def console_urls(region: str, job_name: str) -> Dict[str, str]:
-    base = f"https://{region}.console.aws.amazon.com"
+    """The console pages of a job; China's regions have their own console domain."""
+    base = ("https://console.amazonaws.cn" if region.startswith("cn-")
+            else f"https://{region}.console.aws.amazon.com")
     return {
         "job": f"{base}/sagemaker/home?region={region}#/jobs/{job_name}",
         "logs": (f"{base}/cloudwatch/home?region={region}#logsV2:log-groups/log-group/"

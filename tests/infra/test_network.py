@@ -14,26 +14,23 @@ def group_id(raw, construct_prefix):
     return matches[0]
 
 
-def ingress_rules(raw, group):
-    """Ingress rules of one group as (protocol, from, to, source group logical id)."""
+def _rules(raw, group, kind, peer_key):
+    """Rules of one group as (protocol, from, to, peer group logical id or CIDR)."""
     rules = set()
-    for rule in of_type(raw, "AWS::EC2::SecurityGroupIngress").values():
+    for rule in of_type(raw, kind).values():
         props = rule["Properties"]
         if props["GroupId"] == {"Fn::GetAtt": [group, "GroupId"]}:
-            source = props.get("SourceSecurityGroupId", {}).get("Fn::GetAtt", [props.get("CidrIp")])[0]
-            rules.add((props["IpProtocol"], props.get("FromPort"), props.get("ToPort"), source))
+            peer = props.get(peer_key, {}).get("Fn::GetAtt", [props.get("CidrIp")])[0]
+            rules.add((props["IpProtocol"], props.get("FromPort"), props.get("ToPort"), peer))
     return rules
+
+
+def ingress_rules(raw, group):
+    return _rules(raw, group, "AWS::EC2::SecurityGroupIngress", "SourceSecurityGroupId")
 
 
 def egress_rules(raw, group):
-    """Egress rules of one group as (protocol, from, to, destination group logical id)."""
-    rules = set()
-    for rule in of_type(raw, "AWS::EC2::SecurityGroupEgress").values():
-        props = rule["Properties"]
-        if props["GroupId"] == {"Fn::GetAtt": [group, "GroupId"]}:
-            target = props.get("DestinationSecurityGroupId", {}).get("Fn::GetAtt", [props.get("CidrIp")])[0]
-            rules.add((props["IpProtocol"], props.get("FromPort"), props.get("ToPort"), target))
-    return rules
+    return _rules(raw, group, "AWS::EC2::SecurityGroupEgress", "DestinationSecurityGroupId")
 
 
 LUSTRE = {("tcp", 988, 988), ("tcp", 1018, 1023)}

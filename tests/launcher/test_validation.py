@@ -152,3 +152,10 @@ def test_datasync_follows_a_running_execution_instead_of_starting_another(fake_a
     assert execution["TaskExecutionArn"] == running
     assert said[0].startswith("DataSync: following the execution already running")
     assert said[-1] == "DataSync: SUCCESS"
+
+
+def test_console_links_use_the_partitions_console():
+    from maskrcnn_launcher import follow
+
+    assert follow.console_urls("eu-west-2", "j")["job"].startswith("https://eu-west-2.console.aws.amazon.com/")
+    assert follow.console_urls("cn-north-1", "j")["job"].startswith("https://console.amazonaws.cn/")
