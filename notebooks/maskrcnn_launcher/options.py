@@ -4,9 +4,11 @@ import dataclasses
 from typing import Dict, Optional
 
 DATA_SOURCES = ("s3", "efs", "fsx")
-# Forwarded by mpirun to every rank: the image sets them, but ranks on other hosts start via ssh,
-# which does not carry the container's environment.
-DEFAULT_MPI_OPTIONS = "-x HOROVOD_FUSION_THRESHOLD -x HOROVOD_CYCLE_TIME -x NCCL_DEBUG=WARN"
+# Extra mpirun options of the toolkit's MPI runner. Ranks on other hosts do get the container's
+# environment (HOROVOD_* from the image): the worker's toolkit writes it to /etc/environment, which
+# sshd applies to the ranks mpirun starts there. Only what changes something is passed: the DLC's
+# /etc/nccl.conf sets NCCL_DEBUG=INFO, one line per channel and rank; WARN keeps the log readable.
+DEFAULT_MPI_OPTIONS = "-x NCCL_DEBUG=WARN"
 
 
 class LaunchRequestError(ValueError):

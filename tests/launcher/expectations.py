@@ -35,7 +35,7 @@ def assert_training_request(sent: dict, params: dict, data_source: str, instance
     hps = sent["HyperParameters"]
     assert hps["sagemaker_mpi_enabled"] == "true"
     assert hps["sagemaker_mpi_num_of_processes_per_host"] == str(ranks_per_host)
-    assert "-x HOROVOD_FUSION_THRESHOLD" in hps["sagemaker_mpi_custom_mpi_options"]
+    assert hps["sagemaker_mpi_custom_mpi_options"] == "-x NCCL_DEBUG=WARN"
     spec = sent["AlgorithmSpecification"]
     assert spec["TrainingImage"] == params["training-image-uri"]
     assert spec["MetricDefinitions"] == job_metrics.METRIC_DEFINITIONS

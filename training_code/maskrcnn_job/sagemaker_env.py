@@ -64,14 +64,16 @@ def load(environ=None) -> JobEnvironment:
         if key.startswith("SM_CHANNEL_"):
             channels[key[len("SM_CHANNEL_"):].lower()] = value
     resource_file = os.path.join(opt_ml, "input", "config", "resourceconfig.json")
-    hosts, current = ["algo-1"], "algo-1"
+    # The host this process runs on: resourceconfig.json, which SageMaker writes on every host.
+    # Not SM_CURRENT_HOST: the training toolkit's MPI runner forwards the master's SM_* variables
+    # to every rank (sagemaker-training-toolkit issue #158), so on algo-2 it says algo-1.
     if os.path.exists(resource_file):
         with open(resource_file, encoding="utf-8") as f:
             resource = json.load(f)
         hosts, current = resource["hosts"], resource["current_host"]
-    if "SM_HOSTS" in env:
-        hosts = json.loads(env["SM_HOSTS"])
-    current = env.get("SM_CURRENT_HOST", current)
+    else:
+        hosts = json.loads(env.get("SM_HOSTS", '["algo-1"]'))
+        current = env.get("SM_CURRENT_HOST", hosts[0])
     output = os.path.join(opt_ml, "output")
     return JobEnvironment(
         opt_ml=opt_ml,

@@ -148,7 +148,9 @@ class Trainer:
         # A collective: every rank logs at the same steps, rank 0 prints the mean over ranks.
         means = {name: self.backend.mean(value) for name, value in means.items()}
         global_batch = self.hps.images_per_gpu * self.backend.size
-        images_per_sec = timed_steps * global_batch / max(seconds, 1e-9)
+        # None when the window holds only the first step of this process (it traces the graph,
+        # so it is not timed): max_steps=1, log_every_steps=1, or a resume at the last step.
+        images_per_sec = timed_steps * global_batch / max(seconds, 1e-9) if timed_steps > 0 else None
         if not self.backend.is_chief:
             return
         step, total = self.step, self.schedule.total_steps
@@ -156,14 +158,16 @@ class Trainer:
             "train/loss": means["total_loss"],
             **{f"train/{name}": means[name] for name in LOSS_NAMES if name != "total_loss"},
             "train/learning_rate": float(self.learning_rate(step - 1)),
-            "train/images_per_sec": images_per_sec,
             "train/step": step,
             "train/epoch": step / self.schedule.steps_per_epoch,
         }
-        eta = (total - step) * global_batch / images_per_sec
+        speed = "img/s n/a ETA n/a"
+        if images_per_sec is not None:
+            values["train/images_per_sec"] = images_per_sec
+            eta = (total - step) * global_batch / images_per_sec
+            speed = f"{images_per_sec:.1f} img/s ETA {_format_eta(eta)}"
         print(f"step {step}/{total} epoch {values['train/epoch']:.2f} loss {values['train/loss']:.4f} "
-              f"lr {values['train/learning_rate']:.5f} {images_per_sec:.1f} img/s "
-              f"ETA {_format_eta(eta)}", flush=True)
+              f"lr {values['train/learning_rate']:.5f} {speed}", flush=True)
         metric_lines.emit(values)
         self._write_summaries(values)
 

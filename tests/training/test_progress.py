@@ -1,0 +1,45 @@
+"""The progress line and metric lines of the training loop, on a stand-in backend (no Horovod)."""
+
+import types
+
+import numpy as np
+
+from maskrcnn_contract import hyperparameters
+
+from maskrcnn_job import trainer
+
+
+class _OneRank:
+    size, is_chief = 2, True
+
+    @staticmethod
+    def mean(value):
+        return value
+
+
+def _trainer_at(step, total):
+    t = trainer.Trainer.__new__(trainer.Trainer)  # the loop's state only, no model
+    t.hps = hyperparameters.parse({"images_per_gpu": "2"})
+    t.backend = _OneRank()
+    t.schedule = types.SimpleNamespace(total_steps=total, steps_per_epoch=10)
+    t.learning_rate = lambda s: 0.01
+    t.summary_writer = None
+    t.optimizer = types.SimpleNamespace(iterations=types.SimpleNamespace(numpy=lambda: step))
+    return t
+
+
+WINDOW = [{name: np.float32(1.5) for name in trainer.LOSS_NAMES}]
+
+
+def test_first_step_logged_has_no_throughput_instead_of_dividing_by_zero(capsys):
+    _trainer_at(step=1, total=1)._log_progress(WINDOW, timed_steps=0, seconds=0.0)
+    out = capsys.readouterr().out
+    assert "step 1/1" in out and "img/s n/a ETA n/a" in out
+    assert "train/loss: 1.5" in out and "train/images_per_sec" not in out
+
+
+def test_throughput_and_eta_from_timed_steps(capsys):
+    _trainer_at(step=20, total=120)._log_progress(WINDOW, timed_steps=10, seconds=10.0)
+    out = capsys.readouterr().out
+    # 10 steps x 2 images x 2 ranks in 10 s = 4 img/s; 100 steps x 4 images left = 100 s.
+    assert "4.0 img/s ETA 1m40s" in out and "train/images_per_sec: 4" in out
