@@ -57,7 +57,8 @@ $(VENV)/.installed: requirements.txt requirements-infra.txt requirements-dev.txt
 # built against another TensorFlow fails at import (horovod issue 4039).
 $(VENV)/.horovod: $(VENV)/.installed
 	# flock: a second `make` in the same tree waits for this build instead of compiling it again.
-	flock $(VENV)/.build.lock env $(HOROVOD_ENV) $(PIP) install --no-build-isolation --no-cache-dir horovod==0.28.1
+	# Uninstalled first: pip would keep a Horovod built against the previous TensorFlow.
+	flock $(VENV)/.build.lock sh -c '$(PIP) uninstall -y -q horovod; env $(HOROVOD_ENV) $(PIP) install --no-build-isolation --no-cache-dir horovod==0.28.1' 
 	$(PY) -c "import horovod.tensorflow as hvd; assert hvd.gloo_built() and hvd.mpi_built(), 'horovod lacks Gloo or MPI'"
 	touch $@
 

@@ -60,6 +60,23 @@ def test_image_asset_holds_the_training_code_and_the_contract_only(default_app):
     # The rest of the repository stays out of the build context (.dockerignore).
     assert sorted(p.name for p in context.iterdir()) == [".dockerignore", "contract", "training_code"]
     assert not list(context.rglob("__pycache__")) and not list(context.rglob("*.egg-info"))
+    # The local environment's requirements stay out: the toolkit would pip-install them per job.
+    assert not (context / "training_code" / "requirements.txt").exists()
+
+
+def test_image_build_adds_to_the_deep_learning_container_without_reinstalling_it():
+    """Every pip install in the Dockerfile either pins the DLC's packages (-c dlc-constraints.txt)
+    or installs without dependencies; none names TensorFlow or a requirements file."""
+    from stacks.training import REPO_ROOT
+
+    text = (REPO_ROOT / "training_code" / "Dockerfile").read_text().replace("\\\n", " ")
+    installs = [line for line in text.splitlines() if "pip install" in line]
+    assert len(installs) == 2, installs  # Horovod, the contract
+    for line in installs:
+        assert "-c /tmp/dlc-constraints.txt" in line or "--no-deps" in line, line
+        assert "tensorflow" not in line.split("pip install", 1)[1].split("&&")[0] and " -r " not in line, line
+    constraints = (REPO_ROOT / "training_code" / "dlc-constraints.txt").read_text()
+    assert "tensorflow-gpu==2.18.0" in constraints and "tf-models-official==2.18.0" in constraints
 
 
 def published(app, path):
