@@ -8,6 +8,9 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 VENV := .venv
+# A stand-in for the Deep Learning Container's packages: the image-build rehearsal dry-runs the
+# Dockerfile's pip commands against it (tests/training/test_image_rehearsal.py).
+DLC_VENV := .venv-dlc
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 CDK := npx --no-install cdk
@@ -33,7 +36,7 @@ help:
 	@echo "make lint   - synthesize, then cfn-lint every template"
 	@echo "make bench  - CPU training benchmark (images/s, scaling, allreduce share)"
 
-setup: apt $(VENV)/.horovod node_modules/.installed
+setup: apt $(VENV)/.horovod $(DLC_VENV)/.installed node_modules/.installed
 
 # System packages: Open MPI for Horovod, compilers for its build, Node.js for the CDK CLI.
 apt:
@@ -60,6 +63,12 @@ $(VENV)/.horovod: $(VENV)/.installed
 	# Uninstalled first: pip would keep a Horovod built against the previous TensorFlow.
 	flock $(VENV)/.build.lock sh -c '$(PIP) uninstall -y -q horovod; env $(HOROVOD_ENV) $(PIP) install --no-build-isolation --no-cache-dir horovod==0.28.1' 
 	$(PY) -c "import horovod.tensorflow as hvd; assert hvd.gloo_built() and hvd.mpi_built(), 'horovod lacks Gloo or MPI'"
+	touch $@
+
+$(DLC_VENV)/.installed: training_code/dlc-seed.txt
+	rm -rf $(DLC_VENV) && python3 -m venv $(DLC_VENV)
+	$(DLC_VENV)/bin/pip install -q --upgrade pip wheel setuptools
+	$(DLC_VENV)/bin/pip install -q -r training_code/dlc-seed.txt
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
