@@ -44,10 +44,13 @@ def dlc_packages():
 def would_install(arguments, tmp_path):
     """{name: version} that `pip install <arguments>` would install in the DLC venv."""
     report = tmp_path / "report.json"
+    # pip resolves against the package registry, as the image build does: no proxies that other
+    # tests' fixtures point at a closed local port to keep AWS calls on this machine.
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     result = subprocess.run(
         [str(DLC_PYTHON), "-m", "pip", "install", "--dry-run", "--quiet", "--report", str(report),
          *arguments], capture_output=True, text=True, timeout=600,
-        env=dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1"))
+        env=dict(env, PIP_DISABLE_PIP_VERSION_CHECK="1"))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return {_canonical(item["metadata"]["name"]): item["metadata"]["version"]
             for item in json.loads(report.read_text())["install"]}
