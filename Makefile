@@ -8,9 +8,15 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 VENV := .venv
-# A stand-in for the Deep Learning Container's packages: the image-build rehearsal dry-runs the
-# Dockerfile's pip commands against it (tests/training/test_image_rehearsal.py).
+# A stand-in for the Deep Learning Container's packages, toolkits included: the image-build
+# rehearsal dry-runs the Dockerfile's pip commands against it (tests/training/test_image_rehearsal.py).
 DLC_VENV := .venv-dlc
+# The training image's Python: the DLC stand-in as a lower layer (a .pth file, as an image layer
+# sits on its base) plus what the Dockerfile adds (Horovod, the contract). The emulated hosts run
+# the toolkit and the job with it (maskrcnn_job/emulated_hosts.py).
+IMAGE_VENV := .venv-image
+# One Horovod build serves both environments: both have TensorFlow 2.18.0 from PyPI on this Python.
+HOROVOD_WHEEL_DIR := $(VENV)/horovod-wheel
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 CDK := npx --no-install cdk
@@ -23,7 +29,8 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-APT_PACKAGES := openmpi-bin libopenmpi-dev g++ make cmake git
+# openssh-server and iproute2: the emulated hosts (sshd per host, as in the DLC; network namespaces).
+APT_PACKAGES := openmpi-bin libopenmpi-dev g++ make cmake git openssh-server iproute2
 HOROVOD_ENV := HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
                HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1
 
@@ -36,7 +43,7 @@ help:
 	@echo "make lint   - synthesize, then cfn-lint every template"
 	@echo "make bench  - CPU training benchmark (images/s, scaling, allreduce share)"
 
-setup: apt $(VENV)/.horovod $(DLC_VENV)/.installed node_modules/.installed
+setup: apt $(VENV)/.horovod $(DLC_VENV)/.installed $(IMAGE_VENV)/.installed node_modules/.installed
 
 # System packages: Open MPI for Horovod, compilers for its build, Node.js for the CDK CLI.
 apt:
@@ -56,19 +63,36 @@ $(VENV)/.installed: requirements.txt requirements-infra.txt requirements-dev.txt
 	$(PIP) install -r requirements-dev.txt
 	touch $@
 
-# Horovod is compiled against the TensorFlow just installed; --no-cache-dir because a cached wheel
-# built against another TensorFlow fails at import (horovod issue 4039).
+# Horovod is compiled against the TensorFlow just installed, into a wheel both environments install;
+# --no-cache-dir because a cached wheel built against another TensorFlow fails at import (horovod
+# issue 4039).
 $(VENV)/.horovod: $(VENV)/.installed
 	# flock: a second `make` in the same tree waits for this build instead of compiling it again.
 	# Uninstalled first: pip would keep a Horovod built against the previous TensorFlow.
-	flock $(VENV)/.build.lock sh -c '$(PIP) uninstall -y -q horovod; env $(HOROVOD_ENV) $(PIP) install --no-build-isolation --no-cache-dir horovod==0.28.1' 
+	flock $(VENV)/.build.lock sh -c 'rm -rf $(HOROVOD_WHEEL_DIR) && $(PIP) uninstall -y -q horovod; env $(HOROVOD_ENV) $(PIP) wheel --no-deps --no-build-isolation --no-cache-dir -w $(HOROVOD_WHEEL_DIR) horovod==0.28.1 && $(PIP) install --no-deps $(HOROVOD_WHEEL_DIR)/horovod-*.whl'
 	$(PY) -c "import horovod.tensorflow as hvd; assert hvd.gloo_built() and hvd.mpi_built(), 'horovod lacks Gloo or MPI'"
 	touch $@
 
-$(DLC_VENV)/.installed: training_code/dlc-seed.txt
+# The DLC's packages; its two toolkits without their dependencies, as their protobuf<=3.20.3 pin
+# cannot resolve beside TensorFlow 2.18 on Python 3.11 (the DLC, on 3.10, has protobuf 3.20.3).
+$(DLC_VENV)/.installed: training_code/dlc-seed.txt training_code/dlc-toolkits.txt
 	rm -rf $(DLC_VENV) && python3 -m venv $(DLC_VENV)
 	$(DLC_VENV)/bin/pip install -q --upgrade pip wheel setuptools
 	$(DLC_VENV)/bin/pip install -q -r training_code/dlc-seed.txt
+	$(DLC_VENV)/bin/pip install -q --no-deps -r training_code/dlc-toolkits.txt
+	$(DLC_VENV)/bin/python -c "import sagemaker_training.cli.train, sagemaker_tensorflow_container.training, gethostname, mpi4py"
+	touch $@
+
+# The image's layer on the DLC: Horovod (the wheel built above: same TensorFlow) and the contract,
+# installed as the Dockerfile installs it (not editable).
+$(IMAGE_VENV)/.installed: $(DLC_VENV)/.installed $(VENV)/.horovod contract/pyproject.toml \
+                         $(wildcard contract/maskrcnn_contract/*.py)
+	rm -rf $(IMAGE_VENV) && python3 -m venv --without-pip $(IMAGE_VENV)
+	$(DLC_VENV)/bin/python -c "import site; print(site.getsitepackages()[0])" \
+	  > $$($(IMAGE_VENV)/bin/python -c "import site; print(site.getsitepackages()[0])")/dlc-layer.pth
+	$(IMAGE_VENV)/bin/python -m pip install -q --no-deps $(HOROVOD_WHEEL_DIR)/horovod-*.whl
+	$(IMAGE_VENV)/bin/python -m pip install -q --no-deps --no-build-isolation ./contract
+	$(IMAGE_VENV)/bin/python -c "import horovod.tensorflow as hvd, horovod.tensorflow.mpi_ops, maskrcnn_contract, sagemaker_training; assert hvd.mpi_built() and hvd.gloo_built()"
 	touch $@
 
 node_modules/.installed: package.json package-lock.json

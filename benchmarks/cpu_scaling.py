@@ -40,8 +40,8 @@ def _machine() -> str:
 def _time_config(work_dir: str, ranks: int, threads: int, steps: int) -> dict:
     args = local_run.parse_args(["--work-dir", work_dir, "--ranks", str(ranks),
                                  "--hp", f"threads_per_rank={threads}"])
-    environments = local_run.prepare_layout(args, os.path.abspath(work_dir))
-    command = local_run.mpirun_command(ranks, environments, STEP_TIMING)
+    host_env = local_run.prepare_layout(args, os.path.abspath(work_dir))
+    command = local_run.mpirun_command(ranks, host_env, STEP_TIMING)
     env = dict(os.environ, BENCH_STEPS=str(steps), TF_CPP_MIN_LOG_LEVEL="2")
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1200)
     line = next((l for l in result.stdout.splitlines() if l.startswith("BENCH ")), None)

@@ -1,7 +1,8 @@
 """The training job end to end: real mpirun + Horovod ranks, Model Garden Mask R-CNN, COCO eval.
 
-One module-scoped pair of runs (2 emulated hosts x 1 rank, tiny config) serves most assertions:
-run 1 trains 20 steps; run 2 resumes it to 30. Failure and bad-input runs are separate.
+One module-scoped pair of runs (2 emulated hosts x 1 rank under the real SageMaker training
+toolkit, tiny config) serves most assertions: run 1 trains 20 steps; run 2 resumes it to 30.
+Failure runs (on one host, and on the worker host of two) and bad-input runs are separate.
 """
 
 import glob
@@ -36,13 +37,17 @@ def _local_run(work_dir, *args, env=None, timeout=900):
 
 
 def _losses(output):
-    return [float(v) for v in re.findall(r"^train/loss: (\S+)$", output, re.M)]
+    return [float(v) for v in re.findall(r"train/loss: (\S+)$", output, re.M)]
 
 
 def _fingerprints(output):
     """{rank: fingerprint of the weights that rank holds}, from rank 0's one summary line."""
     line, = re.findall(r"final weights fingerprints by rank: ([0-9a-f ]+) \(", output)
     return {str(rank): fingerprint for rank, fingerprint in enumerate(line.split())}
+
+
+def _opt_ml(work, host):
+    return work / "hosts" / host / "opt_ml"
 
 
 def _files(directory):
@@ -54,11 +59,12 @@ def runs(tmp_path_factory):
     work = tmp_path_factory.mktemp("job")
     first = _local_run(work, "--hosts", "2", "--ranks", "2", "--hp", "max_steps=20")
     snapshot = {
-        "algo-1 checkpoints": _files(work / "opt_ml" / "checkpoints"),
-        "algo-2 checkpoints": _files(work / "opt_ml-algo-2" / "checkpoints"),
-        "algo-1 model": _files(work / "opt_ml" / "model"),
-        "algo-2 model": _files(work / "opt_ml-algo-2" / "model"),
-        "tensorboard": glob.glob(str(work / "opt_ml" / "output" / "data" / "tensorboard" / "*")),
+        "algo-1 checkpoints": _files(_opt_ml(work, "algo-1") / "checkpoints"),
+        "algo-2 checkpoints": _files(_opt_ml(work, "algo-2") / "checkpoints"),
+        "algo-1 model": _files(_opt_ml(work, "algo-1") / "model"),
+        "algo-2 model": _files(_opt_ml(work, "algo-2") / "model"),
+        "tensorboard": glob.glob(
+            str(_opt_ml(work, "algo-1") / "output" / "data" / "tensorboard" / "*")),
     }
     assert first.returncode == 0, first.stdout[-5000:] + first.stderr[-3000:]
     second = _local_run(work, "--hosts", "2", "--ranks", "2", "--hp", "max_steps=30", "--resume")
@@ -82,22 +88,39 @@ def test_weights_identical_on_every_rank(runs):
     assert _fingerprints(runs["first"].stdout)["0"] != _fingerprints(runs["second"].stdout)["0"]
 
 
-def test_only_rank_0_writes_checkpoints_and_model(runs):
+def test_rank_0_writes_checkpoints_and_every_host_the_model(runs):
     snapshot = runs["snapshot"]
     assert "ckpt-10.index" in snapshot["algo-1 checkpoints"]
     assert "ckpt-20.index" in snapshot["algo-1 checkpoints"]
     assert snapshot["algo-2 checkpoints"] == []  # rank 1 runs on algo-2
+    # Whichever host's /opt/ml/model SageMaker uploads, it holds the model.
     assert snapshot["algo-1 model"] == ["1"]
-    assert snapshot["algo-2 model"] == []
+    assert snapshot["algo-2 model"] == ["1"]
     assert snapshot["tensorboard"], "rank 0 writes TensorBoard summaries"
+    assert "rank 1 exported SavedModel to /opt/ml/model/1" in runs["first"].stdout
+
+
+def test_the_real_toolkit_ran_the_job_on_two_hosts(runs):
+    output = runs["first"].stdout
+    # The master's toolkit ran mpirun over both hosts; ranks report the host they run on.
+    assert re.search(r"\[algo-1\].*mpirun --host algo-1,algo-2 -np 2", output)
+    assert "-m mpi4py train.py" in output
+    # The image keeps requirements.txt out of /opt/ml/code: the toolkit installs nothing.
+    code = runs["work"] / "hosts" / "code"
+    assert (code / "train.py").exists() and not (code / "requirements.txt").exists()
+    assert "requirements.txt" not in output
+    # The worker's toolkit hands its environment to sshd's sessions through /etc/environment.
+    environment = (runs["work"] / "hosts" / "algo-2" / "etc" / "environment").read_text()
+    assert "SM_CURRENT_HOST=algo-2" in environment
+    assert "algo-1: exit status 0" in output and "algo-2: exit status 0" in output
 
 
 def test_second_run_resumes_from_the_saved_step(runs):
     output = runs["second"].stdout
-    assert re.search(r"resumed from \S+/opt_ml/checkpoints/ckpt-20 at step 20", output)
-    steps = [int(s) for s in re.findall(r"^train/step: (\d+)$", output, re.M)]
+    assert re.search(r"resumed from /opt/ml/checkpoints/ckpt-20 at step 20", output)
+    steps = [int(s) for s in re.findall(r"train/step: (\d+)$", output, re.M)]
     assert steps == [25, 30]
-    assert "ckpt-30.index" in _files(runs["work"] / "opt_ml" / "checkpoints")
+    assert "ckpt-30.index" in _files(_opt_ml(runs["work"], "algo-1") / "checkpoints")
 
 
 def test_coco_metrics_are_printed_for_sagemaker(runs):
@@ -118,7 +141,7 @@ def test_saved_model_serves_an_image(runs):
     import tensorflow as tf
     from PIL import Image
 
-    model = tf.saved_model.load(str(runs["work"] / "opt_ml" / "model" / "1"))
+    model = tf.saved_model.load(str(_opt_ml(runs["work"], "algo-1") / "model" / "1"))
     image_file = sorted(glob.glob(str(runs["work"] / "coco-synthetic" / "val2017" / "*.jpg")))[0]
     image = np.asarray(Image.open(image_file))[np.newaxis]
     outputs = model.signatures["serving_default"](tf.constant(image, tf.uint8))
@@ -138,6 +161,24 @@ def test_failing_rank_fails_the_job_fast_with_its_cause(tmp_path):
     # From the failing rank's report to the whole job's end: well under a minute.
     assert run.finished_at - failure.stat().st_mtime < 60
     assert "failure (algo-1):" in run.stdout
+    assert "train/step: 50" not in run.stdout
+
+
+def test_a_rank_failing_on_the_worker_host_is_the_jobs_failure_reason(tmp_path):
+    """Under the real toolkit the worker host's toolkit exits 0; the master's must carry the cause."""
+    run = _local_run(tmp_path, "--hosts", "2", "--ranks", "2", "--hp", "max_steps=50",
+                     "--program", FAILING_TRAIN, "--container-env", "INJECT_FAILURE=1:3",
+                     timeout=600)
+    assert run.returncode != 0, run.stdout[-3000:]
+    cause = "rank 1 on algo-2: RuntimeError: injected failure at step 3"
+    worker_failure = _opt_ml(tmp_path, "algo-2") / "output" / "failure"
+    assert cause in worker_failure.read_text()
+    # What DescribeTrainingJob would say: the master's failure file, first 1024 characters.
+    reason = run.stdout.split("failure (job failure reason):\n", 1)[1]
+    assert cause in reason[:1024], reason[:1500]
+    assert "algo-1: exit status 1" in run.stdout
+    # From the failing rank's report to the whole job's end: well under a minute.
+    assert run.finished_at - worker_failure.stat().st_mtime < 60
     assert "train/step: 50" not in run.stdout
 
 
@@ -176,7 +217,7 @@ def test_missing_channel_is_a_clear_error(tmp_path):
 
 
 def test_corrupt_tfrecord_is_a_clear_error(runs, tmp_path):
-    channel = runs["work"] / "opt_ml" / "input" / "data" / "train"
+    channel = runs["work"] / "dataset" / "train"
     opt_ml = _single_rank_layout(tmp_path, {"backbone": "resnet18", "model_preset": "compact",
                                             "image_size": "64", "max_steps": "3",
                                             "mixed_precision": "false"}, {"train": channel})

@@ -77,10 +77,14 @@ def main() -> None:
     try:
         build_trainer(env).run()
     except BaseException as error:  # noqa: B902  (also KeyboardInterrupt/SystemExit: report them)
-        cause = f"{type(error).__name__}: {error}".strip()
+        message = f"rank {rank} on {env.current_host}: {type(error).__name__}: {error}".strip()
+        # First on stderr, one line, opening with a word the toolkit's error scan looks for
+        # ("Exception"): on the master host the toolkit quotes stderr from that line on in its
+        # failure file, which is the job's failure reason even when this rank runs on a worker
+        # host (whose own toolkit exits 0).
+        print(f"Exception in the training job, {message}", file=sys.stderr, flush=True)
         traceback.print_exc()
-        sagemaker_env.write_failure(env.failure_file,
-                                    f"rank {rank} on {env.current_host}: {cause}")
+        sagemaker_env.write_failure(env.failure_file, message)
         sys.stdout.flush()
         sys.stderr.flush()
         # Not sys.exit: interpreter shutdown would wait on Horovod's collectives with the peers.

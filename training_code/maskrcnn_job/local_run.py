@@ -1,17 +1,21 @@
-"""Run the training job on this machine as the SageMaker container would (`make demo`).
+"""Run the training job on this machine as SageMaker would (`make demo`).
 
     python -m maskrcnn_job.local_run [--ranks 2] [--hosts 1] [--hp KEY=VALUE ...]
 
-1. lays out a SageMaker-like /opt/ml tree under the work directory (input/config/
-   hyperparameters.json, resourceconfig.json, inputdataconfig.json; input/data/train; model/;
-   output/; checkpoints/),
-2. generates the synthetic shapes dataset in COCO format and converts it to TFRecords into the
-   `train` channel (kept between runs while its parameters are unchanged),
-3. starts N ranks of training_code/train.py (or --program) with mpirun, as the SageMaker training toolkit does
-   (-mca orte_abort_on_non_zero_status 1: one failing rank ends the job); HOROVOD_CYCLE_TIME
-   defaults to 20 ms here: with one core per rank, Horovod's background thread waking every
-   few ms slows the step by ~25% (benchmarks/cpu_scaling.py),
-4. prints the final metrics, and the failure file if the job failed; exits with the job's status.
+Two ways, by --hosts:
+- one host (the default; needs no root): lays out a SageMaker-like /opt/ml tree under the work
+  directory and starts the ranks of training_code/train.py (or --program) with mpirun, with the
+  options the SageMaker training toolkit uses (-mca orte_abort_on_non_zero_status 1: one failing
+  rank ends the job). The job finds its tree through OPT_ML_ROOT.
+- several hosts (root only): emulated hosts, each with its own network, /opt/ml, sshd and
+  processes, running the real SageMaker training toolkit over the code as the image holds it
+  (maskrcnn_job/emulated_hosts.py), with the image's Python (.venv-image).
+Both generate the synthetic shapes dataset in COCO format and convert it to TFRecords for the
+`train` channel (kept between runs while its parameters are unchanged), print the final metrics,
+and the failure reason if the job failed; the exit status is the job's.
+
+HOROVOD_CYCLE_TIME defaults to 20 ms here: with one core per rank, Horovod's background thread
+waking every few ms slows the step by ~25% (benchmarks/cpu_scaling.py).
 
 Defaults: ResNet-18-FPN, 128 px, compact heads, 2 ranks: about 8-10 minutes on 2 CPU cores
 (figures in training_code/README.md).
@@ -32,6 +36,9 @@ from maskrcnn_contract import hyperparameters, job_io, metrics
 # The container's /opt/ml/code: train.py beside this package.
 CODE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN_PROGRAM = os.path.join(CODE_DIR, "train.py")
+REPO = os.path.dirname(CODE_DIR)
+# The image's Python (Makefile: the DLC stand-in plus the Dockerfile's layer).
+IMAGE_PYTHON = os.path.join(REPO, ".venv-image", "bin", "python")
 
 # What the demo trains with; every key can be overridden with --hp KEY=VALUE.
 LOCAL_HYPERPARAMETERS = {
@@ -58,7 +65,8 @@ def parse_args(argv=None):
                         help="where the /opt/ml tree and the dataset go (build/local-run)")
     parser.add_argument("--ranks", type=int, default=2, help="processes started by mpirun (2)")
     parser.add_argument("--hosts", type=int, default=1,
-                        help="emulated hosts, each with its own /opt/ml tree (1)")
+                        help="hosts; more than 1 emulates them under the real SageMaker toolkit "
+                             "(root only) (1)")
     parser.add_argument("--train-images", type=int, default=400,
                         help="synthetic training images (400)")
     parser.add_argument("--val-images", type=int, default=50,
@@ -72,8 +80,22 @@ def parse_args(argv=None):
     parser.add_argument("--timeout", type=int, default=3600,
                         help="seconds before the job is stopped (3600)")
     parser.add_argument("--program", default=TRAIN_PROGRAM,
-                        help="the program each rank runs (training_code/train.py)")
-    return parser.parse_args(argv)
+                        help="the program each rank runs (training_code/train.py); on emulated "
+                             "hosts it is copied into /opt/ml/code beside train.py")
+    parser.add_argument("--container-env", action="append", default=[], metavar="KEY=VALUE",
+                        help="an environment variable of the emulated hosts' containers "
+                             "(repeatable); one host passes its own environment on")
+    parser.add_argument("--image-python", default=IMAGE_PYTHON,
+                        help="the Python of the emulated hosts (.venv-image/bin/python)")
+    args = parser.parse_args(argv)
+    if args.hosts < 1 or args.ranks < 1:
+        parser.error(f"--hosts {args.hosts} and --ranks {args.ranks} must be at least 1")
+    if args.ranks % args.hosts:
+        parser.error(f"--ranks {args.ranks} is not a multiple of --hosts {args.hosts}")
+    for item in args.container_env:
+        if "=" not in item:
+            parser.error(f"--container-env {item!r}: expected KEY=VALUE")
+    return args
 
 
 def _hyperparameters(args) -> dict:
@@ -118,111 +140,79 @@ def _prepare_dataset(args, work_dir: str, channel: str) -> None:
     print(f"dataset: generated and converted in {time.time() - started:.0f} s -> {channel}")
 
 
-def _host_names(count: int) -> list:
-    return [f"algo-{i + 1}" for i in range(count)]
-
-
-def _opt_ml(work_dir: str, host: str) -> str:
-    """algo-1 keeps the plain name: a one-host run has one tree, <work>/opt_ml."""
-    return os.path.join(work_dir, "opt_ml" if host == "algo-1" else f"opt_ml-{host}")
-
-
-def prepare_layout(args, work_dir: str) -> list:
-    """One /opt/ml tree per emulated host; returns the SM_* environment of each host."""
-    hosts = _host_names(args.hosts)
+def prepare_layout(args, work_dir: str) -> dict:
+    """The one host's /opt/ml tree; returns the SM_* environment its ranks get."""
     hps = _hyperparameters(args)
     train = job_io.TRAIN_CHANNEL
-    shared_channel = os.path.join(_opt_ml(work_dir, "algo-1"), "input", "data", train)
-    environments = []
-    for host in hosts:
-        opt_ml = _opt_ml(work_dir, host)
-        config = os.path.join(opt_ml, "input", "config")
-        for sub in ("model", "output") + (() if args.resume else ("checkpoints",)):
-            shutil.rmtree(os.path.join(opt_ml, sub), ignore_errors=True)
-        for sub in ("model", "output/data", "checkpoints"):
-            os.makedirs(os.path.join(opt_ml, sub), exist_ok=True)
-        _write_json(os.path.join(config, "hyperparameters.json"), hps)
-        _write_json(os.path.join(config, "resourceconfig.json"), {
-            "current_host": host, "hosts": hosts, "network_interface_name": "lo"})
-        _write_json(os.path.join(config, "inputdataconfig.json"), {
-            train: {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated"}})
-        channel = os.path.join(opt_ml, "input", "data", train)
-        if host == "algo-1":
-            _prepare_dataset(args, work_dir, channel)
-        elif not os.path.islink(channel):
-            # Every host sees the same (fully replicated) channel.
-            shutil.rmtree(channel, ignore_errors=True)
-            os.makedirs(os.path.dirname(channel), exist_ok=True)
-            os.symlink(shared_channel, channel)
-        environments.append({
-            "OPT_ML_ROOT": opt_ml,
-            f"SM_CHANNEL_{train.upper()}": channel,
-            "SM_MODEL_DIR": os.path.join(opt_ml, "model"),
-            "SM_OUTPUT_DATA_DIR": os.path.join(opt_ml, "output", "data"),
-            "SM_HOSTS": json.dumps(hosts),
-            "SM_CURRENT_HOST": host,
-            "SM_NUM_GPUS": "0",
-            "SM_HPS": json.dumps(hps),
-        })
-    return environments
+    opt_ml = os.path.join(work_dir, "opt_ml")
+    config = os.path.join(opt_ml, "input", "config")
+    for sub in ("model", "output") + (() if args.resume else ("checkpoints",)):
+        shutil.rmtree(os.path.join(opt_ml, sub), ignore_errors=True)
+    for sub in ("model", "output/data", "checkpoints"):
+        os.makedirs(os.path.join(opt_ml, sub), exist_ok=True)
+    _write_json(os.path.join(config, "hyperparameters.json"), hps)
+    _write_json(os.path.join(config, "resourceconfig.json"), {
+        "current_host": "algo-1", "hosts": ["algo-1"], "network_interface_name": "lo"})
+    _write_json(os.path.join(config, "inputdataconfig.json"), {
+        train: {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated"}})
+    channel = os.path.join(opt_ml, "input", "data", train)
+    _prepare_dataset(args, work_dir, channel)
+    return {
+        "OPT_ML_ROOT": opt_ml,
+        f"SM_CHANNEL_{train.upper()}": channel,
+        "SM_MODEL_DIR": os.path.join(opt_ml, "model"),
+        "SM_OUTPUT_DATA_DIR": os.path.join(opt_ml, "output", "data"),
+        "SM_HOSTS": json.dumps(["algo-1"]),
+        "SM_CURRENT_HOST": "algo-1",
+        "SM_NUM_GPUS": "0",
+        "SM_HPS": json.dumps(hps),
+    }
 
 
-def mpirun_command(ranks_per_host: int, host_environments: list, program: str) -> list:
-    """mpirun as the SageMaker toolkit builds it; emulated hosts become MPMD app contexts, each
-    with its own /opt/ml tree, so ranks 0..n-1 run on algo-1, the next n on algo-2, ..."""
-    command = ["mpirun", "--bind-to", "none",
+def mpirun_command(ranks: int, host_env: dict, program: str) -> list:
+    """mpirun with the options the SageMaker toolkit passes, on this one host."""
+    command = ["mpirun", "--bind-to", "none", "-np", str(ranks),
                "-mca", "orte_abort_on_non_zero_status", "1", "-mca", "btl_tcp_if_include", "lo"]
     if os.geteuid() == 0:
         command.append("--allow-run-as-root")
-    if ranks_per_host * len(host_environments) > (os.cpu_count() or 1):
+    if ranks > (os.cpu_count() or 1):
         # Only when needed: oversubscribed, Open MPI yields the CPU while it waits, which
         # doubled the step time of 2 ranks on 2 cores (benchmarks/cpu_scaling.py).
         command.append("--oversubscribe")
-    for index, host_env in enumerate(host_environments):
-        if index:
-            command.append(":")
-        command += ["-np", str(ranks_per_host)]
-        for name, value in sorted(host_env.items()):
-            command += ["-x", f"{name}={value}"]
-        command += ["-x", "PYTHONUNBUFFERED=1", "-x", "TF_CPP_MIN_LOG_LEVEL",
-                    "-x", f"HOROVOD_CYCLE_TIME={os.environ.get('HOROVOD_CYCLE_TIME', '20')}",
-                    sys.executable, program]
+    for name, value in sorted(host_env.items()):
+        command += ["-x", f"{name}={value}"]
+    command += ["-x", "PYTHONUNBUFFERED=1", "-x", "TF_CPP_MIN_LOG_LEVEL",
+                "-x", f"HOROVOD_CYCLE_TIME={os.environ.get('HOROVOD_CYCLE_TIME', '20')}",
+                sys.executable, program]
     return command
 
 
-def _print_failures(host_environments: list) -> None:
-    for host_env in host_environments:
-        failure = os.path.join(host_env["OPT_ML_ROOT"], "output", "failure")
-        if os.path.exists(failure):
-            with open(failure, encoding="utf-8") as f:
-                print(f"failure ({host_env['SM_CURRENT_HOST']}):\n" + f.read())
+_METRIC = re.compile(r"(eval/\S+): (\S+)$")
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    if args.ranks % args.hosts:
-        raise SystemExit(f"--ranks {args.ranks} is not a multiple of --hosts {args.hosts}")
-    started = time.time()
-    work_dir = os.path.abspath(args.work_dir)
-    host_environments = prepare_layout(args, work_dir)
+def _stream(lines, final: dict) -> None:
+    """Echoes the job's output and keeps the last value of each eval metric."""
+    for line in lines:
+        sys.stdout.write(line)
+        match = _METRIC.search(line.strip())
+        if match:
+            final[match.group(1)] = float(match.group(2))
+
+
+def run_one_host(args, work_dir: str, final: dict) -> tuple:
+    """Returns (exit status, [(host, failure text)], model dir)."""
+    host_env = prepare_layout(args, work_dir)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    command = mpirun_command(args.ranks // args.hosts, host_environments,
-                             os.path.abspath(args.program))
+    command = mpirun_command(args.ranks, host_env, os.path.abspath(args.program))
     print("running:", " ".join(command), flush=True)
-    final = {}
-    pattern = re.compile(r"^(eval/\S+): (\S+)$")
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, bufsize=1)
     # A watchdog, not a check per line: a hung job prints nothing.
     watchdog = threading.Timer(args.timeout, process.kill)
     watchdog.start()
     try:
-        for line in process.stdout:
-            sys.stdout.write(line)
-            match = pattern.match(line.strip())
-            if match:
-                final[match.group(1)] = float(match.group(2))
+        _stream(process.stdout, final)
         status = process.wait()
     except BaseException:
         process.kill()
@@ -230,17 +220,81 @@ def main(argv=None) -> int:
         raise
     finally:
         watchdog.cancel()
-    if not watchdog.is_alive() and time.time() - started >= args.timeout:
+    failures = []
+    failure = os.path.join(host_env["OPT_ML_ROOT"], "output", "failure")
+    if os.path.exists(failure):
+        with open(failure, encoding="utf-8") as f:
+            failures.append(("algo-1", f.read()))
+    return status, failures, host_env["SM_MODEL_DIR"]
+
+
+class _LineEcho:
+    """Feeds the emulated hosts' prefixed output lines to _stream."""
+
+    def __init__(self, final: dict):
+        self.final = final
+
+    def write(self, text: str) -> None:
+        _stream([text], self.final)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+
+def run_emulated_hosts(args, work_dir: str, final: dict) -> tuple:
+    """Returns (exit status, [(host, failure text)], model dir of the master host)."""
+    from maskrcnn_job import emulated_hosts
+
+    emulated_hosts.check_available(args.image_python)
+    channel = os.path.join(work_dir, "dataset", job_io.TRAIN_CHANNEL)
+    _prepare_dataset(args, work_dir, channel)
+    hps = _hyperparameters(args)
+    # What the launcher sends for the toolkit's MPI runner (notebooks/maskrcnn_launcher/jobs.py).
+    hps.update({"sagemaker_mpi_enabled": "true",
+                "sagemaker_mpi_num_of_processes_per_host": str(args.ranks // args.hosts),
+                "sagemaker_mpi_custom_mpi_options": "-x NCCL_DEBUG=WARN"})
+    environment = {"HOROVOD_CYCLE_TIME": os.environ.get("HOROVOD_CYCLE_TIME", "20"),
+                   "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+    environment.update(item.split("=", 1) for item in args.container_env)
+    extra_code = []
+    if os.path.abspath(args.program) != TRAIN_PROGRAM:
+        extra_code.append(os.path.abspath(args.program))
+        environment["SAGEMAKER_PROGRAM"] = os.path.basename(args.program)
+    cluster = emulated_hosts.Cluster(
+        work_dir, args.hosts, args.image_python, REPO, hps, {job_io.TRAIN_CHANNEL: channel},
+        environment=environment, extra_code=extra_code, keep_checkpoints=args.resume)
+    print(f"running the SageMaker training toolkit on {args.hosts} emulated hosts "
+          f"({args.image_python})", flush=True)
+    with cluster:
+        result = cluster.run(timeout=args.timeout, echo=_LineEcho(final))
+    for host in result.hosts:
+        print(f"{host.name}: exit status {host.exit_code}, log {host.log_file}")
+    failures = [(h.name, h.failure()) for h in result.hosts if h.failure()]
+    if result.failure_reason:
+        failures.insert(0, ("job failure reason", result.failure_reason))
+    status = 0 if result.succeeded else 1
+    return status, failures, os.path.join(result.hosts[0].opt_ml, "model")
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    started = time.time()
+    work_dir = os.path.abspath(args.work_dir)
+    final = {}
+    run = run_one_host if args.hosts == 1 else run_emulated_hosts
+    status, failures, model_dir = run(args, work_dir, final)
+    if time.time() - started >= args.timeout:
         print(f"local run stopped: it ran past --timeout {args.timeout} s")
     sys.stdout.flush()
     print(f"\nlocal run finished in {time.time() - started:.0f} s with exit status {status}")
     if status != 0:
-        _print_failures(host_environments)
+        for where, text in failures:
+            print(f"failure ({where}):\n{text}")
         return status or 1
     for name in ("eval/bbox_AP", "eval/bbox_AP50", "eval/segm_AP", "eval/segm_AP50"):
         if name in final:
             print(metrics.format_line(name, final[name]))
-    print(f"SavedModel: {os.path.join(host_environments[0]['SM_MODEL_DIR'], '1')}")
+    print(f"SavedModel: {os.path.join(model_dir, '1')}")
     return 0
 
 

@@ -9,6 +9,7 @@ summaries, metric lines, and the SavedModel at the end.
 import dataclasses
 import logging
 import os
+import tempfile
 import time
 from typing import Dict, List, Optional
 
@@ -234,8 +235,23 @@ class Trainer:
             # ranks print at once can interleave in mpirun's output.
             print(f"final weights fingerprints by rank: {' '.join(fingerprints)} "
                   f"({sum(int(np.prod(v.shape)) for v in self.model.variables)} values)", flush=True)
+        if self.backend.local_rank == 0:
+            self._export()
+        self.backend.gather_objects("done")  # the other ranks wait until the exports succeeded
+        return final
+
+    def _export(self) -> None:
+        """The SavedModel from every host's first rank. SageMaker uploads one host's /opt/ml/model,
+        and the job cannot know which: the toolkit's MPI master is the first host of the instance
+        group, not necessarily algo-1. The weights are the same on every rank (checked above);
+        only rank 0 has checkpoints, so the other hosts write their own model-only one first."""
+        if self.backend.is_chief:
             exported = export.export_saved_model(self.config, self.manager.latest_checkpoint,
                                                  self.paths.model_dir)
-            log.info("exported SavedModel to %s", exported)
-        self.backend.gather_objects("done")  # the other ranks wait until the export succeeded
-        return final
+        else:
+            with tempfile.TemporaryDirectory() as scratch:
+                weights = tf.train.Checkpoint(model=self.model).write(
+                    os.path.join(scratch, "final"))
+                exported = export.export_saved_model(self.config, weights, self.paths.model_dir)
+        # print, not log: only rank 0 logs at INFO.
+        print(f"rank {self.backend.rank} exported SavedModel to {exported}", flush=True)
