@@ -41,7 +41,7 @@ help:
 	@echo "make test   - set up and run all tests"
 	@echo "make synth  - synthesize the CDK app into cdk.out (offline, cdk-nag applied)"
 	@echo "make lint   - synthesize, then cfn-lint every template"
-	@echo "make bench  - CPU training benchmark (images/s, scaling, allreduce share)"
+	@echo "make bench  - CPU benchmarks: training (images/s, scaling, allreduce share), converter speed"
 
 setup: apt $(VENV)/.horovod $(DLC_VENV)/.installed $(IMAGE_VENV)/.installed node_modules/.installed
 
@@ -56,6 +56,7 @@ apt:
 	fi
 
 $(VENV)/.installed: requirements.txt requirements-infra.txt requirements-dev.txt training_code/requirements.txt \
+                   training_code/image-requirements.txt \
                    notebooks/requirements.txt tests/launcher/requirements.txt \
                    contract/pyproject.toml training_code/pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -83,13 +84,15 @@ $(DLC_VENV)/.installed: training_code/dlc-seed.txt training_code/dlc-toolkits.tx
 	$(DLC_VENV)/bin/python -c "import sagemaker_training.cli.train, sagemaker_tensorflow_container.training, gethostname, mpi4py"
 	touch $@
 
-# The image's layer on the DLC: Horovod (the wheel built above: same TensorFlow) and the contract,
-# installed as the Dockerfile installs it (not editable).
+# The image's layer on the DLC: image-requirements.txt, Horovod (the wheel built above: same
+# TensorFlow) and the contract, installed as the Dockerfile installs it (not editable).
 $(IMAGE_VENV)/.installed: $(DLC_VENV)/.installed $(VENV)/.horovod contract/pyproject.toml \
+                         training_code/image-requirements.txt \
                          $(wildcard contract/maskrcnn_contract/*.py)
 	rm -rf $(IMAGE_VENV) && python3 -m venv --without-pip $(IMAGE_VENV)
 	$(DLC_VENV)/bin/python -c "import site; print(site.getsitepackages()[0])" \
 	  > $$($(IMAGE_VENV)/bin/python -c "import site; print(site.getsitepackages()[0])")/dlc-layer.pth
+	$(IMAGE_VENV)/bin/python -m pip install -q -c training_code/dlc-constraints.txt -r training_code/image-requirements.txt
 	$(IMAGE_VENV)/bin/python -m pip install -q --no-deps $(HOROVOD_WHEEL_DIR)/horovod-*.whl
 	$(IMAGE_VENV)/bin/python -m pip install -q --no-deps --no-build-isolation ./contract
 	$(IMAGE_VENV)/bin/python -c "import horovod.tensorflow as hvd, horovod.tensorflow.mpi_ops, maskrcnn_contract, sagemaker_training; assert hvd.mpi_built() and hvd.gloo_built()"
@@ -120,6 +123,7 @@ test-training: setup
 
 bench: setup
 	$(PY) benchmarks/cpu_scaling.py
+	$(PY) benchmarks/converter_speed.py
 
 test-launcher: setup
 	$(PY) -m pytest tests/launcher

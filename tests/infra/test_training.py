@@ -66,17 +66,30 @@ def test_image_asset_holds_the_training_code_and_the_contract_only(default_app):
 
 def test_image_build_adds_to_the_deep_learning_container_without_reinstalling_it():
     """Every pip install in the Dockerfile either pins the DLC's packages (-c dlc-constraints.txt)
-    or installs without dependencies; none names TensorFlow or a requirements file."""
+    or installs without dependencies; none names TensorFlow; the one requirements file it
+    installs is image-requirements.txt, which names no package the DLC has."""
+    import re
+
     from stacks.training import REPO_ROOT
 
-    text = (REPO_ROOT / "training_code" / "Dockerfile").read_text().replace("\\\n", " ")
+    code = REPO_ROOT / "training_code"
+    text = (code / "Dockerfile").read_text().replace("\\\n", " ")
     installs = [line for line in text.splitlines() if "pip install" in line]
-    assert len(installs) == 2, installs  # Horovod, the contract
+    assert len(installs) == 3, installs  # image-requirements.txt, Horovod, the contract
     for line in installs:
+        arguments = line.split("pip install", 1)[1].split("&&")[0]
         assert "-c /tmp/dlc-constraints.txt" in line or "--no-deps" in line, line
-        assert "tensorflow" not in line.split("pip install", 1)[1].split("&&")[0] and " -r " not in line, line
-    constraints = (REPO_ROOT / "training_code" / "dlc-constraints.txt").read_text()
+        assert "tensorflow" not in arguments, line
+        assert re.findall(r" -r (\S+)", arguments) in ([], ["/tmp/image-requirements.txt"]), line
+    constraints = (code / "dlc-constraints.txt").read_text()
     assert "tensorflow-gpu==2.18.0" in constraints and "tf-models-official==2.18.0" in constraints
+
+    def names(text):
+        return {re.split(r"[=<>!~\[ ]", line.strip())[0].lower() for line in text.splitlines()
+                if line.strip() and not line.startswith("#")}
+
+    added = names((code / "image-requirements.txt").read_text())
+    assert added and not added & names(constraints), added & names(constraints)
 
 
 def published(app, path):

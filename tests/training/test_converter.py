@@ -175,18 +175,159 @@ def test_empty_annotation_set_is_rejected(small_coco, tmp_path):
 
 
 def test_interrupted_conversion_leaves_no_shard(small_coco, tmp_path, monkeypatch):
-    real_examples = coco_to_tfrecord._examples
+    real_encode = coco_to_tfrecord._encode_image
+    calls = []
 
-    def interrupted(*args, **kwargs):
-        for index, record in enumerate(real_examples(*args, **kwargs)):
-            if index == 5:
-                raise KeyboardInterrupt
-            yield record
+    def interrupted(args):
+        calls.append(args)
+        if len(calls) == 6:
+            raise KeyboardInterrupt
+        return real_encode(args)
 
-    monkeypatch.setattr(coco_to_tfrecord, "_examples", interrupted)
+    monkeypatch.setattr(coco_to_tfrecord, "_encode_image", interrupted)
     out = str(tmp_path / "out")
     with pytest.raises(KeyboardInterrupt):
         coco_to_tfrecord.convert_split(
             os.path.join(small_coco, "annotations", "instances_train2017.json"),
             os.path.join(small_coco, "train2017"), out, "train", shard_mb=0.01, progress=False)
     assert os.listdir(out) == []
+
+
+def test_records_equal_model_gardens_for_the_same_image(small_coco):
+    """tf_example's pure-Python bytes parse to the Example Model Garden's tfrecord_lib builds."""
+    import tensorflow as tf
+    from official.vision.data import tfrecord_lib
+
+    dataset = _load(small_coco, "train")
+    image = sorted(dataset["images"], key=lambda im: im["id"])[0]
+    anns = sorted((a for a in dataset["annotations"] if a["image_id"] == image["id"]),
+                  key=lambda a: a["id"])
+    names = {c["id"]: c["name"] for c in dataset["categories"]}
+    image_dir = os.path.join(small_coco, "train2017")
+    framed, problem = coco_to_tfrecord._encode_image((image, anns, image_dir, names))
+    assert problem is None
+    record = framed[12:-4]  # length (8) + its CRC (4), the record, its CRC (4)
+    with open(os.path.join(image_dir, image["file_name"]), "rb") as f:
+        encoded = f.read()
+    h, w = image["height"], image["width"]
+    features = tfrecord_lib.image_info_to_feature_dict(h, w, image["file_name"], image["id"],
+                                                       encoded, "jpeg")
+    convert = tfrecord_lib.convert_to_feature
+    boxes = np.array([a["bbox"] for a in anns], dtype=np.float64)
+    binary = [mask_api.decode(coco_to_tfrecord._segmentation_rle(a["segmentation"], h, w))
+              for a in anns]
+    # Our masks are PNGs at zlib's fastest level: other bytes, the same pixels.
+    masks = [coco_to_tfrecord._mask_png(m) for m in binary]
+    for ours, theirs in zip(masks, (tfrecord_lib.encode_mask_as_png(m) for m in binary)):
+        np.testing.assert_array_equal(tf.io.decode_png(ours).numpy(),
+                                      tf.io.decode_png(theirs).numpy())
+    features.update({
+        "image/object/bbox/xmin": convert(list(np.clip(boxes[:, 0], 0, w) / w), "float_list"),
+        "image/object/bbox/xmax": convert(list(np.clip(boxes[:, 0] + boxes[:, 2], 0, w) / w),
+                                          "float_list"),
+        "image/object/bbox/ymin": convert(list(np.clip(boxes[:, 1], 0, h) / h), "float_list"),
+        "image/object/bbox/ymax": convert(list(np.clip(boxes[:, 1] + boxes[:, 3], 0, h) / h),
+                                          "float_list"),
+        "image/object/class/label": convert([a["category_id"] for a in anns], "int64_list"),
+        "image/object/class/text": convert([names[a["category_id"]].encode() for a in anns],
+                                           "bytes_list"),
+        "image/object/is_crowd": convert([a.get("iscrowd", 0) for a in anns], "int64_list"),
+        "image/object/area": convert([float(a["area"]) for a in anns], "float_list"),
+        "image/object/mask": convert(masks, "bytes_list"),
+    })
+    expected = tf.train.Example(features=tf.train.Features(feature=features))
+    assert tf.train.Example.FromString(record) == expected
+
+
+def test_tf_records_encode_edge_values_and_frame_records_as_tensorflow_does(tmp_path):
+    import tensorflow as tf
+
+    from maskrcnn_job import tf_records
+
+    record = tf_records.example({
+        "negative": tf_records.int64_feature([-1, 0, 2**62]),
+        "empty_floats": tf_records.float_feature([]),
+        "empty_bytes": tf_records.bytes_feature([]),
+        "floats": tf_records.float_feature([0.1, -3.5, 1e30]),
+        "bytes": tf_records.bytes_feature([b"", b"\x00" * 300]),
+    })
+    feature = tf.train.Feature
+    expected = tf.train.Example(features=tf.train.Features(feature={
+        "negative": feature(int64_list=tf.train.Int64List(value=[-1, 0, 2**62])),
+        "empty_floats": feature(float_list=tf.train.FloatList(value=[])),
+        "empty_bytes": feature(bytes_list=tf.train.BytesList(value=[])),
+        "floats": feature(float_list=tf.train.FloatList(value=[0.1, -3.5, 1e30])),
+        "bytes": feature(bytes_list=tf.train.BytesList(value=[b"", b"\x00" * 300])),
+    }))
+    assert tf.train.Example.FromString(record) == expected
+    # The file format: TensorFlow's reader checks both CRCs of every record.
+    path = str(tmp_path / "records.tfrecord")
+    writer = tf_records.Writer(path)
+    records = [record, b"", b"x" * 70000]
+    for item in records:
+        writer.write_framed(tf_records.framed(item))
+    writer.close()
+    assert [r.numpy() for r in tf.data.TFRecordDataset(path)] == records
+    with open(path, "r+b") as f:  # one flipped bit in the data: TensorFlow refuses the file
+        f.seek(20)
+        byte = f.read(1)
+        f.seek(20)
+        f.write(bytes([byte[0] ^ 1]))
+    with pytest.raises(tf.errors.DataLossError):
+        list(tf.data.TFRecordDataset(path))
+
+
+def _break_images(coco_dir):
+    """Four images made unusable in four ways; returns {file name: the problem expected}."""
+    from PIL import Image
+
+    dataset = _load(coco_dir, "train")
+    files = [im["file_name"] for im in sorted(dataset["images"], key=lambda im: im["id"])]
+    folder = os.path.join(coco_dir, "train2017")
+    truncated, garbage, resized, two_channel = files[1], files[3], files[5], files[7]
+    with open(os.path.join(folder, truncated), "rb") as f:
+        data = f.read()
+    with open(os.path.join(folder, truncated), "wb") as f:
+        f.write(data[: len(data) // 2])
+    with open(os.path.join(folder, garbage), "wb") as f:
+        f.write(b"\xff\xd8\xff" + os.urandom(500))
+    with Image.open(os.path.join(folder, resized)) as im:
+        im.resize((im.width + 8, im.height)).save(os.path.join(folder, resized), format="JPEG")
+    with Image.open(os.path.join(folder, two_channel)) as im:
+        im.convert("LA").save(os.path.join(folder, two_channel), format="PNG")
+    return {truncated: "undecodable image", garbage: "undecodable image",
+            resized: "image size differs from the annotation file",
+            two_channel: "unsupported channel count"}
+
+
+def test_bad_images_fail_the_conversion_naming_their_files(small_coco, tmp_path):
+    coco_dir = _copy_coco(small_coco, tmp_path)
+    broken = _break_images(coco_dir)
+    out = str(tmp_path / "out")
+    with pytest.raises(ConversionError) as failure:
+        coco_to_tfrecord.convert_split(
+            os.path.join(coco_dir, "annotations", "instances_train2017.json"),
+            os.path.join(coco_dir, "train2017"), out, "train", workers=2, progress=False)
+    message = str(failure.value)
+    assert "4 invalid record(s)" in message
+    assert "2 x undecodable image" in message and "--skip-invalid" in message
+    for reason in set(broken.values()):
+        assert reason in message
+    assert any(name in message for name in broken)
+    assert os.listdir(out) == []  # nothing half-written
+
+
+def test_skip_invalid_drops_bad_images_and_lists_their_files(small_coco, tmp_path):
+    coco_dir = _copy_coco(small_coco, tmp_path)
+    broken = _break_images(coco_dir)
+    out = str(tmp_path / "out")
+    result = coco_to_tfrecord.convert_split(
+        os.path.join(coco_dir, "annotations", "instances_train2017.json"),
+        os.path.join(coco_dir, "train2017"), out, "train", skip_invalid=True, workers=2,
+        progress=False)
+    assert result.num_images == 12 - 4
+    with open(os.path.join(out, "train-skipped.json")) as f:
+        report = json.load(f)
+    listed = {os.path.basename(p["detail"].split(":")[0]): p["reason"] for p in report["skipped"]}
+    assert listed == broken
+    assert len(_decode_all(os.path.join(out, "train-*.tfrecord"))) == 8

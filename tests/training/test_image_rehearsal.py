@@ -14,6 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 DLC_PYTHON = REPO / ".venv-dlc" / "bin" / "python"
 # The Dockerfile's COPY destinations, and where those files are in the checkout.
 COPIED = {"/tmp/dlc-constraints.txt": "training_code/dlc-constraints.txt",
+          "/tmp/image-requirements.txt": "training_code/image-requirements.txt",
           "/tmp/maskrcnn-contract": "contract"}
 
 
@@ -67,17 +68,17 @@ def dlc():
     return dlc_packages()
 
 
-def test_the_dockerfile_installs_horovod_and_the_contract_only(dlc):
+def test_the_dockerfile_installs_its_requirements_horovod_and_the_contract_only(dlc):
     commands = dockerfile_pip_installs()
-    assert len(commands) == 2
+    assert len(commands) == 3
     assert "tensorflow" in dlc and dlc["tensorflow"] == "2.18.0"
 
 
-@pytest.mark.parametrize("index", [0, 1], ids=["horovod", "contract"])
+@pytest.mark.parametrize("index", [0, 1, 2], ids=["image-requirements", "horovod", "contract"])
 def test_no_dlc_package_is_installed_upgraded_or_downgraded(dlc, tmp_path, index):
     installs = would_install(dockerfile_pip_installs()[index], tmp_path)
     assert installs, "the dry run installs nothing: the rehearsal would prove nothing"
-    assert {"horovod", "maskrcnn-contract"} & set(installs)
+    assert {"google-crc32c", "horovod", "maskrcnn-contract"} & set(installs)
     assert moved(installs, dlc) == {}
 
 

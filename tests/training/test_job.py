@@ -151,6 +151,17 @@ def test_saved_model_serves_an_image(runs):
     assert "serving_bytes" in model.signatures
 
 
+def test_one_host_path_of_make_demo_trains_evaluates_and_exports(tmp_path):
+    """`make demo`'s path (no root needed): one /opt/ml tree, plain mpirun, 2 ranks."""
+    run = _local_run(tmp_path, "--ranks", "2", "--hp", "max_steps=5", "--hp", "eval_max_images=2",
+                     timeout=600)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert "emulated hosts" not in run.stdout
+    assert re.search(r"^eval/segm_AP: [0-9.]+$", run.stdout, re.M)
+    model = tmp_path / "opt_ml" / "model" / "1"
+    assert f"SavedModel: {model}" in run.stdout and (model / "saved_model.pb").exists()
+
+
 def test_failing_rank_fails_the_job_fast_with_its_cause(tmp_path):
     run = _local_run(tmp_path, "--hp", "max_steps=50", "--program", FAILING_TRAIN,
                      env={"INJECT_FAILURE": "1:3"}, timeout=600)
@@ -228,7 +239,9 @@ def test_corrupt_tfrecord_is_a_clear_error(runs, tmp_path):
     result = _train_single_rank(opt_ml)
     assert result.returncode != 0
     failure = (opt_ml / "output" / "failure").read_text()
-    assert "corrupt training data in" in failure and "train-*.tfrecord" in failure
+    # The shard and the record, not the pattern: where to look, and what to re-convert.
+    assert f"corrupt training data in shard {shard}, record " in failure, failure
+    assert re.search(r"record \d+ \(after image id \d+\)", failure), failure
 
 
 def test_pretrained_channel_checkpoint_is_found_or_named_as_missing(tmp_path):
@@ -243,3 +256,42 @@ def test_pretrained_channel_checkpoint_is_found_or_named_as_missing(tmp_path):
     (nested / "ckpt-1.index").write_bytes(b"")
     with pytest.raises(ContractError, match="expected one TensorFlow checkpoint"):
         pretrained_checkpoint(str(tmp_path))
+
+
+def _resume_layout(runs, tmp_path):
+    """A single-rank tree whose checkpoints are copies of the module runs' (ckpt-10/20/30)."""
+    config = _opt_ml(runs["work"], "algo-1") / "input" / "config"
+    hps = {k: v for k, v in json.loads((config / "hyperparameters.json").read_text()).items()
+           if not k.startswith("sagemaker_")}
+    hps.update(max_steps="30", eval_max_images="2")
+    opt_ml = _single_rank_layout(tmp_path, hps, {"train": runs["work"] / "dataset" / "train"})
+    shutil.copytree(_opt_ml(runs["work"], "algo-1") / "checkpoints", opt_ml / "checkpoints")
+    return opt_ml
+
+
+def _truncate(path):
+    with open(path, "r+b") as f:
+        f.truncate(os.path.getsize(path) // 2)
+
+
+def test_a_truncated_latest_checkpoint_is_skipped_with_a_warning(runs, tmp_path):
+    opt_ml = _resume_layout(runs, tmp_path)
+    _truncate(opt_ml / "checkpoints" / "ckpt-30.data-00000-of-00001")
+    result = _train_single_rank(opt_ml)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert re.search(r"checkpoint \S+/ckpt-30 does not restore", output)
+    assert re.search(r"resumed from \S+/ckpt-20 at step 20", output)
+    steps = [int(s) for s in re.findall(r"train/step: (\d+)$", output, re.M)]
+    assert steps == [25, 30]
+
+
+def test_no_complete_checkpoint_is_a_clear_error(runs, tmp_path):
+    opt_ml = _resume_layout(runs, tmp_path)
+    for data in glob.glob(str(opt_ml / "checkpoints" / "ckpt-*.data-*")):
+        _truncate(data)
+    result = _train_single_rank(opt_ml)
+    assert result.returncode != 0
+    failure = (opt_ml / "output" / "failure").read_text()
+    assert "CheckpointError: no checkpoint in" in failure and "restores" in failure
+    assert "ckpt-30: " in failure and "ckpt-20: " in failure

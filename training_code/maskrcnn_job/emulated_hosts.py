@@ -28,6 +28,7 @@ import dataclasses
 import fnmatch
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -109,7 +110,7 @@ def check_available(python: str) -> None:
     if probe.returncode:
         raise Unavailable(f"{python} lacks the training toolkit or mpi4py: run `make setup`\n"
                           + probe.stderr[-500:])
-    name = f"{NAMESPACE_PREFIX}probe-{os.getpid()}"
+    name = f"{NAMESPACE_PREFIX}{os.getpid()}-probe"
     made = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True)
     if made.returncode:
         raise Unavailable(f"cannot create a network namespace: {made.stderr.strip()} (a container "
@@ -261,8 +262,8 @@ class Cluster:
             public_key = f.read()
         with open("/etc/pam.d/sshd", encoding="utf-8") as f:
             # The DLC's "SSH login fix": pam_loginuid cannot work in a container.
-            pam_sshd = f.read().replace("session    required     pam_loginuid.so",
-                                        "session    optional     pam_loginuid.so")
+            pam_sshd = re.sub(r"session\s+required\s+pam_loginuid\.so",
+                              "session optional pam_loginuid.so", f.read())
         etc_hosts = "127.0.0.1 localhost\n" + "".join(
             f"{SUBNET}.{k + 1} {host}\n" for k, host in enumerate(self.hosts))
         groups = [{"instance_group_name": "homogeneousCluster",

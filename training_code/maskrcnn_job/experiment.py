@@ -7,6 +7,7 @@ training_code/README.md).
 """
 
 import dataclasses
+import glob
 import json
 import math
 import os
@@ -20,6 +21,26 @@ from maskrcnn_contract.hyperparameters import Hyperparameters
 from maskrcnn_contract.job_io import DATASET_COMPLETE_MARKER
 
 EXPERIMENT = "maskrcnn_resnetfpn_coco"
+
+
+def locate_corruption(pattern: str) -> str:
+    """Where the first unreadable record of the shards matching `pattern` is, for an error
+    message: 'shard S, record N (after image id I)'. Reads the shards in order (a failure path:
+    the job stops anyway); the pattern itself when every record reads."""
+    import tensorflow as tf
+
+    for shard in sorted(glob.glob(pattern)):
+        index, last_id = 0, None
+        try:
+            for record in tf.data.TFRecordDataset(shard):
+                example = tf.train.Example.FromString(record.numpy())
+                ids = example.features.feature["image/source_id"].bytes_list.value
+                last_id = ids[0].decode() if ids else last_id
+                index += 1
+        except tf.errors.DataLossError:
+            after = f" (after image id {last_id})" if last_id is not None else ""
+            return f"shard {shard}, record {index}{after}"
+    return pattern
 
 
 @dataclasses.dataclass(frozen=True)

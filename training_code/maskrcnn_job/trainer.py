@@ -7,8 +7,10 @@ summaries, metric lines, and the SavedModel at the end.
 """
 
 import dataclasses
+import glob
 import logging
 import os
+import re
 import tempfile
 import time
 from typing import Dict, List, Optional
@@ -42,6 +44,21 @@ def _format_eta(seconds: float) -> str:
     return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m{secs:02d}s"
 
 
+class CheckpointError(RuntimeError):
+    """No checkpoint of the checkpoint directory can be restored."""
+
+
+def checkpoints_newest_first(directory: str) -> List[str]:
+    """Checkpoint prefixes (ckpt-N, with an .index file) by step, newest first. From the files,
+    not the `checkpoint` state file, which an interruption can leave behind or half-written."""
+    found = []
+    for index_file in glob.glob(os.path.join(directory, "ckpt-*.index")):
+        match = re.fullmatch(r"ckpt-(\d+)\.index", os.path.basename(index_file))
+        if match:
+            found.append((int(match.group(1)), index_file[:-len(".index")]))
+    return [prefix for _, prefix in sorted(found, reverse=True)]
+
+
 class Trainer:
     def __init__(self, hps: Hyperparameters, dataset: experiment.Dataset, backend, paths: Paths):
         self.hps, self.dataset, self.backend, self.paths = hps, dataset, backend, paths
@@ -72,6 +89,8 @@ class Trainer:
         self.summary_writer = (tf.summary.create_file_writer(
             os.path.join(paths.output_data_dir, "tensorboard")) if backend.is_chief else None)
         self._train_step = tf.function(self._train_step_fn)
+        self._checkpoint_step: Optional[int] = None  # set by start()
+        self._checkpoint_path: Optional[str] = None  # rank 0: what the export restores
 
     @property
     def step(self) -> int:
@@ -81,12 +100,37 @@ class Trainer:
         variables = self.optimizer.variables
         return list(variables() if callable(variables) else variables)
 
+    def _restore_newest_complete(self) -> None:
+        """Restores the newest checkpoint that reads whole. A spot interruption can leave the
+        latest one truncated in /opt/ml/checkpoints: it is skipped with a warning, and the job
+        fails naming each checkpoint's problem when none reads."""
+        problems = []
+        for path in checkpoints_newest_first(self.paths.checkpoint_dir):
+            try:
+                self.checkpoint.restore(path).assert_existing_objects_matched()
+            except Exception as error:  # noqa: BLE001  (truncated files raise IndexError too)
+                first_line = (str(error).strip().splitlines() or [""])[0][:300]
+                problems.append(f"{os.path.basename(path)}: {type(error).__name__}: {first_line}")
+                log.warning("checkpoint %s does not restore (%s); trying the one before it",
+                            path, problems[-1])
+                continue
+            log.info("resumed from %s at step %d", path, self.step)
+            self._checkpoint_path = path
+            return
+        if problems:
+            raise CheckpointError(
+                f"no checkpoint in {self.paths.checkpoint_dir} restores: {'; '.join(problems)}. "
+                "Remove them to start from step 0, or copy complete ones from the job's "
+                "checkpoint S3 prefix")
+
     def _restore_and_broadcast(self) -> None:
-        if self.backend.is_chief and self.manager.latest_checkpoint:
-            self.checkpoint.restore(self.manager.latest_checkpoint).assert_existing_objects_matched()
-            log.info("resumed from %s at step %d", self.manager.latest_checkpoint, self.step)
+        if self.backend.is_chief:
+            self._restore_newest_complete()
         # Once, before the loop: inside the first train step it would trace the step twice.
         self.backend.broadcast_from_chief(self.model.variables + self._optimizer_variables())
+        # The step of the newest complete checkpoint, the same on every rank (the step was just
+        # broadcast): the ranks decide together whether to save (saving synchronizes them).
+        self._checkpoint_step = self.step if self.step > 0 else None
         if self.backend.is_chief and self.step == 0:
             log.info("starting from step 0 (no checkpoint in %s)", self.paths.checkpoint_dir)
 
@@ -124,6 +168,8 @@ class Trainer:
         if self.backend.is_chief:
             path = self.manager.save(checkpoint_number=self.step)
             log.info("rank %d wrote checkpoint %s", self.backend.rank, path)
+            self._checkpoint_path = path
+        self._checkpoint_step = self.step
 
     def _evaluate(self) -> Optional[Dict[str, float]]:
         self._synchronize_state()
@@ -191,8 +237,9 @@ class Trainer:
         try:
             return next(iterator)
         except tf.errors.DataLossError as error:
-            raise RuntimeError(f"corrupt training data in {self.dataset.train_files}: "
-                               f"{error.message}; re-run the converter for this split") from None
+            where = experiment.locate_corruption(self.dataset.train_files)
+            raise RuntimeError(f"corrupt training data in {where}: {error.message}; re-run the "
+                               "converter for this split") from None
 
     def run(self) -> Optional[Dict[str, float]]:
         """Trains to the end of the schedule, evaluates, exports. Returns final metrics on rank 0."""
@@ -225,8 +272,8 @@ class Trainer:
             if schedule.eval_every_steps and step % schedule.eval_every_steps == 0 and step < total:
                 self._evaluate()
                 window_start = time.time()  # evaluation time is not training throughput
-        if self.manager.latest_checkpoint is None or not self.manager.latest_checkpoint.endswith(
-                f"-{self.step}"):
+        # Not the manager's latest: that may be a truncated checkpoint this run skipped.
+        if self._checkpoint_step != self.step:
             self._save_checkpoint()
         final = self._evaluate()
         fingerprints = self.backend.check_replicas_equal(self.model.variables)
@@ -246,7 +293,7 @@ class Trainer:
         group, not necessarily algo-1. The weights are the same on every rank (checked above);
         only rank 0 has checkpoints, so the other hosts write their own model-only one first."""
         if self.backend.is_chief:
-            exported = export.export_saved_model(self.config, self.manager.latest_checkpoint,
+            exported = export.export_saved_model(self.config, self._checkpoint_path,
                                                  self.paths.model_dir)
         else:
             with tempfile.TemporaryDirectory() as scratch:
