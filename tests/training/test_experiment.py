@@ -100,3 +100,44 @@ def test_ranks_read_disjoint_and_complete_shares(channel, split):
     assert seen[0] and seen[1]
     assert not set(seen[0]) & set(seen[1])
     assert len(seen[0]) + len(seen[1]) == expected == len(set(seen[0]) | set(seen[1]))
+
+
+COCO_TRAIN_IMAGES = 118287
+# Detectron's 1x schedule (Mask R-CNN R50-FPN): 16 images per step, LR 0.02, 90k steps, drops at
+# 60k and 80k. The defaults must reproduce it at every scale, with linear scaling.
+DETECTRON_1X = {"batch": 16, "learning_rate": 0.02, "steps": 90000, "drops": (60000, 80000)}
+
+
+def _recipe_table():
+    """{gpus: row} of the table in training_code/README.md's "The reference recipe"."""
+    readme = os.path.join(os.path.dirname(__file__), "..", "..", "training_code", "README.md")
+    with open(readme, encoding="utf-8") as f:
+        text = f.read().split("### The reference recipe", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 7 and cells[0].isdigit():
+            rows[int(cells[0])] = {
+                "global_batch": int(cells[1]), "peak_lr": float(cells[2]),
+                "steps_per_epoch": int(cells[3]), "steps": int(cells[4]),
+                "drops": [int(v) for v in cells[5].split(",")]}
+    return rows
+
+
+@pytest.mark.parametrize("gpus", [8, 16, 32])
+def test_defaults_reproduce_detectrons_1x_schedule_as_the_readme_says(gpus):
+    hps = hyperparameters.parse({})
+    schedule = experiment.Schedule.build(hps, COCO_TRAIN_IMAGES, gpus)
+    batch = hps.images_per_gpu * gpus
+    reference = DETECTRON_1X
+    per_image = reference["learning_rate"] / reference["batch"]
+    assert schedule.peak_learning_rate == pytest.approx(per_image * batch)
+    images = reference["steps"] * reference["batch"]
+    assert schedule.total_steps * batch == pytest.approx(images, rel=0.02)
+    assert [b * batch for b in schedule.decay_boundaries] == pytest.approx(
+        [d * reference["batch"] for d in reference["drops"]], rel=0.02)
+    assert schedule.warmup_steps == 500
+    assert _recipe_table()[gpus] == {
+        "global_batch": batch, "peak_lr": pytest.approx(schedule.peak_learning_rate),
+        "steps_per_epoch": schedule.steps_per_epoch, "steps": schedule.total_steps,
+        "drops": schedule.decay_boundaries}
