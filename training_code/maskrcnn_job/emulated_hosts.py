@@ -199,7 +199,13 @@ mount --bind "$host_dir/ssh" /root/.ssh
 mount -t tmpfs tmpfs /run && mkdir -p /run/sshd
 mount -t tmpfs tmpfs /dev/shm
 mount -t tmpfs tmpfs /var/log
+# The host's own /tmp hides the real one, and with it anything under it this host needs (the
+# repository, the venvs, the work directory when they live under /tmp): those are bound back.
+mkdir -p /run/outer-tmp && mount --bind /tmp /run/outer-tmp
 mount --bind "$host_dir/tmp" /tmp
+while IFS= read -r path; do
+  mkdir -p "$path" && mount --bind "/run/outer-tmp/${path#/tmp/}" "$path"
+done < "$host_dir/keep-visible"
 cd /opt/ml/code
 # The container's environment only, as a container starts with the image's ENV.
 exec env -i "${container_env[@]}" "$python" -c \
@@ -306,9 +312,25 @@ class Cluster:
             shutil.rmtree(tmp, ignore_errors=True)
             os.makedirs(tmp)
             os.chmod(tmp, 0o1777)
+        keep_visible = "".join(p + "\n" for p in self._paths_under_tmp())
+        for host in self.hosts:
+            self._write(os.path.join(self.host_dir(host), "keep-visible"), keep_visible)
         self._write(os.path.join(hosts_root, "init.sh"), _INIT_SCRIPT, 0o755)
         for mount_point in ("/opt/ml", "/root/.ssh"):
             os.makedirs(mount_point, exist_ok=True)
+
+    def _paths_under_tmp(self) -> List[str]:
+        """What the hosts use that lives under the real /tmp: the repository, the work directory,
+        and the image Python's prefix and import path (a layered venv names another venv)."""
+        probe = subprocess.run(
+            [self.python, "-c", "import sys; print('\\n'.join([sys.prefix, *sys.path]))"],
+            capture_output=True, text=True, check=True)
+        candidates = {os.path.realpath(p) for p in
+                      [self.repo, self.work_dir, *probe.stdout.splitlines()] if p}
+        under_tmp = sorted(p for p in candidates if p.startswith("/tmp/") and os.path.isdir(p))
+        # Only the outermost: a bind of a folder brings what is below it.
+        return [p for p in under_tmp
+                if not any(p.startswith(q + "/") for q in under_tmp if q != p)]
 
     # -- network ------------------------------------------------------------------------------
 
