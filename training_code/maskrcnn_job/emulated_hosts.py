@@ -185,6 +185,7 @@ set -euo pipefail
 host_dir=$1
 python=$2
 mapfile -t container_env < "$host_dir/container.env"
+mapfile -t keep_visible < "$host_dir/keep-visible"
 hostname "$(cat "$host_dir/hostname")"
 mount --make-rprivate /
 mount --bind "$host_dir/opt_ml" /opt/ml
@@ -203,9 +204,9 @@ mount -t tmpfs tmpfs /var/log
 # repository, the venvs, the work directory when they live under /tmp): those are bound back.
 mkdir -p /run/outer-tmp && mount --bind /tmp /run/outer-tmp
 mount --bind "$host_dir/tmp" /tmp
-while IFS= read -r path; do
+for path in "${keep_visible[@]}"; do
   mkdir -p "$path" && mount --bind "/run/outer-tmp/${path#/tmp/}" "$path"
-done < "$host_dir/keep-visible"
+done
 cd /opt/ml/code
 # The container's environment only, as a container starts with the image's ENV.
 exec env -i "${container_env[@]}" "$python" -c \
