@@ -15,3 +15,19 @@ DATASET_COMPLETE_MARKER = "dataset_info.json"
 STAGING_PROGRAM = "stage_coco.py"
 STAGING_S3_URI = "s3_uri"      # destination prefix, s3://<bucket>/<data prefix>
 STAGING_WORK_DIR = "work_dir"  # downloads, images and TFRecords on the job's volume
+
+# The training toolkit's MPI runner (sagemaker-training): one process per GPU on every host.
+# Extra mpirun options: ranks on other hosts do get the container's environment (HOROVOD_* from
+# the image): the worker's toolkit writes it to /etc/environment, which sshd applies to the ranks
+# mpirun starts there. Only what changes something is passed: the DLC's /etc/nccl.conf sets
+# NCCL_DEBUG=INFO, one line per channel and rank; WARN keeps the log readable.
+DEFAULT_MPI_OPTIONS = "-x NCCL_DEBUG=WARN"
+
+
+def mpi_hyperparameters(processes_per_host: int,
+                        custom_mpi_options: str = DEFAULT_MPI_OPTIONS) -> dict:
+    """The hyperparameters that make the toolkit start the job with mpirun (the launcher sends
+    them; local_run gives them to the emulated hosts)."""
+    return {"sagemaker_mpi_enabled": "true",
+            "sagemaker_mpi_num_of_processes_per_host": str(processes_per_host),
+            "sagemaker_mpi_custom_mpi_options": custom_mpi_options}

@@ -134,11 +134,7 @@ def training_job(deployment: Deployment, options: LaunchOptions, boto_session) -
     if options.use_pretrained:
         channels.append(_s3_channel(job_io.PRETRAINED_CHANNEL, deployment.pretrained_s3_uri))
     hyperparameters = dict(options.hyperparameters)
-    hyperparameters.update({
-        "sagemaker_mpi_enabled": "true",
-        "sagemaker_mpi_num_of_processes_per_host": str(ranks_per_host),
-        "sagemaker_mpi_custom_mpi_options": options.mpi_options,
-    })
+    hyperparameters.update(job_io.mpi_hyperparameters(ranks_per_host, options.mpi_options))
     max_run = int(options.max_run_hours * 3600)
     max_wait = None
     if options.use_spot:

@@ -3,12 +3,9 @@
 import dataclasses
 from typing import Dict, Optional
 
+from maskrcnn_contract import job_io
+
 DATA_SOURCES = ("s3", "efs", "fsx")
-# Extra mpirun options of the toolkit's MPI runner. Ranks on other hosts do get the container's
-# environment (HOROVOD_* from the image): the worker's toolkit writes it to /etc/environment, which
-# sshd applies to the ranks mpirun starts there. Only what changes something is passed: the DLC's
-# /etc/nccl.conf sets NCCL_DEBUG=INFO, one line per channel and rank; WARN keeps the log readable.
-DEFAULT_MPI_OPTIONS = "-x NCCL_DEBUG=WARN"
 
 
 class LaunchRequestError(ValueError):
@@ -30,7 +27,7 @@ class LaunchOptions:
     max_run_hours: float = 72.0
     max_wait_hours: Optional[float] = None  # spot only; None: twice max_run_hours
     volume_size_gb: int = 200  # File mode copies the S3 channel (~20 GB) onto it
-    mpi_options: str = DEFAULT_MPI_OPTIONS
+    mpi_options: str = job_io.DEFAULT_MPI_OPTIONS  # extra mpirun options (why: the contract)
     # Names the run: its jobs are `<prefix>-<run name>-<time>` and share the checkpoints in
     # s3://<bucket>/checkpoints/<prefix>-<run name>/, so launching a run again resumes it.
     # None: `<data source>-<6 random hex digits>`, a new run.

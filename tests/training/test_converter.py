@@ -262,11 +262,9 @@ def test_tf_records_encode_edge_values_and_frame_records_as_tensorflow_does(tmp_
     assert tf.train.Example.FromString(record) == expected
     # The file format: TensorFlow's reader checks both CRCs of every record.
     path = str(tmp_path / "records.tfrecord")
-    writer = tf_records.Writer(path)
     records = [record, b"", b"x" * 70000]
-    for item in records:
-        writer.write_framed(tf_records.framed(item))
-    writer.close()
+    with open(path, "wb") as f:
+        f.write(b"".join(tf_records.framed(item) for item in records))
     assert [r.numpy() for r in tf.data.TFRecordDataset(path)] == records
     with open(path, "r+b") as f:  # one flipped bit in the data: TensorFlow refuses the file
         f.seek(20)

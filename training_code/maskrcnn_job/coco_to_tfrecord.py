@@ -15,10 +15,9 @@ in the worker processes (a truncated or corrupt file, a size other than the anno
 a channel count other than 1, 3 or 4), so a bad image fails here, naming its file, not hours into
 training. Shards are written under temporary names and renamed only once the split is complete.
 
-Speed (benchmarks/converter_speed.py): the workers import neither TensorFlow nor Model Garden
-(records are serialized by maskrcnn_job/tf_records.py, masks and images go through Pillow and
-pycocotools), and the main process imports TensorFlow, for its TFRecord writer, while the
-workers are already encoding.
+Speed (benchmarks/converter_speed.py): no process imports TensorFlow or Model Garden (records
+and their TFRecord framing come from maskrcnn_job/tf_records.py; masks and images go through
+Pillow and pycocotools); the workers return records ready to append to a shard.
 """
 
 import argparse
@@ -298,8 +297,8 @@ def convert_split(annotation_file: str, image_dir: str, tfrecord_dir: str, split
                         writer.close()
                     temp_paths.append(os.path.join(
                         tfrecord_dir, f"{split}-{len(temp_paths):05d}.tfrecord{_TMP_SUFFIX}"))
-                    writer, written = tf_records.Writer(temp_paths[-1]), 0
-                writer.write_framed(record)
+                    writer, written = open(temp_paths[-1], "wb"), 0  # noqa: SIM115
+                writer.write(record)
                 written += len(record)
                 images += 1
                 instances += len(anns)

@@ -184,8 +184,8 @@ _INIT_SCRIPT = r"""#!/bin/bash
 set -euo pipefail
 host_dir=$1
 python=$2
-mapfile -t container_env < "$host_dir/container.env"
-mapfile -t keep_visible < "$host_dir/keep-visible"
+mapfile -t container_env < "$host_dir/../container.env"
+mapfile -t keep_visible < "$host_dir/../keep-visible"
 hostname "$(cat "$host_dir/hostname")"
 mount --make-rprivate /
 mount --bind "$host_dir/opt_ml" /opt/ml
@@ -313,9 +313,11 @@ class Cluster:
             shutil.rmtree(tmp, ignore_errors=True)
             os.makedirs(tmp)
             os.chmod(tmp, 0o1777)
-        keep_visible = "".join(p + "\n" for p in self._paths_under_tmp())
-        for host in self.hosts:
-            self._write(os.path.join(self.host_dir(host), "keep-visible"), keep_visible)
+        # Files every host reads alike: written once, beside the hosts' folders.
+        self._write(os.path.join(hosts_root, "keep-visible"),
+                    "".join(p + "\n" for p in self._paths_under_tmp()))
+        self._write(os.path.join(hosts_root, "container.env"), "".join(
+            f"{k}={v}\n" for k, v in self.container_environment().items()))
         self._write(os.path.join(hosts_root, "init.sh"), _INIT_SCRIPT, 0o755)
         for mount_point in ("/opt/ml", "/root/.ssh"):
             os.makedirs(mount_point, exist_ok=True)
@@ -370,8 +372,6 @@ class Cluster:
         return env
 
     def _start(self, host: str) -> subprocess.Popen:
-        self._write(os.path.join(self.host_dir(host), "container.env"), "".join(
-            f"{k}={v}\n" for k, v in self.container_environment().items()))
         command = ["ip", "netns", "exec", f"{self._tag}-{host}",
                    "unshare", "--uts", "--mount", "--pid", "--fork", "--kill-child",
                    "--mount-proc", "bash", os.path.join(self.work_dir, "hosts", "init.sh"),

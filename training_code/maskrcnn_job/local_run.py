@@ -249,10 +249,7 @@ def run_emulated_hosts(args, work_dir: str, final: dict) -> tuple:
     channel = os.path.join(work_dir, "dataset", job_io.TRAIN_CHANNEL)
     _prepare_dataset(args, work_dir, channel)
     hps = _hyperparameters(args)
-    # What the launcher sends for the toolkit's MPI runner (notebooks/maskrcnn_launcher/jobs.py).
-    hps.update({"sagemaker_mpi_enabled": "true",
-                "sagemaker_mpi_num_of_processes_per_host": str(args.ranks // args.hosts),
-                "sagemaker_mpi_custom_mpi_options": "-x NCCL_DEBUG=WARN"})
+    hps.update(job_io.mpi_hyperparameters(args.ranks // args.hosts))  # as the launcher sends
     environment = {"HOROVOD_CYCLE_TIME": os.environ.get("HOROVOD_CYCLE_TIME", "20"),
                    "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
     environment.update(item.split("=", 1) for item in args.container_env)
@@ -269,7 +266,7 @@ def run_emulated_hosts(args, work_dir: str, final: dict) -> tuple:
         result = cluster.run(timeout=args.timeout, echo=_LineEcho(final))
     for host in result.hosts:
         print(f"{host.name}: exit status {host.exit_code}, log {host.log_file}")
-    failures = [(h.name, h.failure()) for h in result.hosts if h.failure()]
+    failures = [(h.name, text) for h in result.hosts if (text := h.failure())]
     if result.failure_reason:
         failures.insert(0, ("job failure reason", result.failure_reason))
     status = 0 if result.succeeded else 1

@@ -15,7 +15,7 @@ compares the records with the Examples that Model Garden's tfrecord_lib builds.
 """
 
 import struct
-from typing import BinaryIO, Dict, Iterable
+from typing import Dict, Iterable
 
 import google_crc32c
 
@@ -68,19 +68,8 @@ def _masked_crc(data: bytes) -> bytes:
 
 
 def framed(record: bytes) -> bytes:
-    """One record as a TFRecord file holds it."""
+    """One record as a TFRecord file holds it: a file of these, one after another, is a
+    TFRecord file."""
     length = struct.pack("<Q", len(record))
     return length + _masked_crc(length) + record + _masked_crc(record)
 
-
-class Writer:
-    """Appends framed records to a file (a local path: the converter writes locally)."""
-
-    def __init__(self, path: str):
-        self._file: BinaryIO = open(path, "wb")
-
-    def write_framed(self, framed_record: bytes) -> None:
-        self._file.write(framed_record)
-
-    def close(self) -> None:
-        self._file.close()
