@@ -3,7 +3,8 @@ share of the step, input pipeline against model consumption, mask AP after a fix
 
 Prints figures only (no assertions). Runs the real job code through mpirun, on the synthetic
 dataset of `maskrcnn_job.local_run`, with its demo hyperparameters (ResNet-18-FPN, 128 px, compact heads,
-2 images per rank). About 5 minutes on 2 cores, plus the AP run if --ap-steps > 0.
+2 images per rank; batch_norm=sync, whose allreduces count in the step, not in "allreduce alone").
+About 5 minutes on 2 cores, plus the AP run if --ap-steps > 0.
 
   .venv/bin/python benchmarks/cpu_scaling.py [--steps 30] [--ap-steps 600]
 """

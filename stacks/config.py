@@ -111,7 +111,18 @@ class DeploymentConfig:
     @property
     def data_path(self) -> str:
         """The dataset's path below the root of EFS and of FSx: `/<data_prefix>` without '/'."""
-        return "/" + self.data_prefix.rstrip("/")
+        return file_system_path(self.data_prefix)
+
+    @property
+    def pretrained_path(self) -> str:
+        """The backbone checkpoints' path below the root of EFS and of FSx: `/pretrained`."""
+        return file_system_path(self.bucket.pretrained)
+
+    @property
+    def mirrored_prefixes(self) -> tuple[tuple[str, str], ...]:
+        """(bucket prefix, file-system path) of every prefix EFS and FSx receive: the inputs of a
+        job whose channels come from a file system."""
+        return ((self.data_prefix, self.data_path), (self.bucket.pretrained, self.pretrained_path))
 
     @property
     def ssm_path(self) -> str:
@@ -189,6 +200,13 @@ class DeploymentConfig:
                self.flow_log_retention_days, f"one of {sorted(_LOG_RETENTION_DAYS)}")
         _check(S3_PREFIX.match(self.data_prefix) and not self.data_prefix.startswith("/"),
                "data_prefix", self.data_prefix, "an S3 key prefix ending in '/', e.g. 'datasets/coco2017/'")
+        # Both prefixes reach EFS and FSx (mirrored_prefixes). Rule FSX-5 (docs/aws-rules.md):
+        # data repository associations cannot have nested paths; rule DS-1: nested DataSync
+        # copies would delete each other's files (REMOVE).
+        pretrained = self.bucket.pretrained
+        _check(not (self.data_prefix.startswith(pretrained) or pretrained.startswith(self.data_prefix)),
+               "data_prefix", self.data_prefix, f"a prefix that neither contains nor lies below "
+               f"'{pretrained}', where the backbone checkpoints live")
         if self.existing_efs_id is not None:
             _check(EFS_ID.match(self.existing_efs_id), "existing_efs_id", self.existing_efs_id,
                    "an EFS file system id such as 'fs-0123456789abcdef0'")
@@ -250,6 +268,12 @@ class DeploymentConfig:
                self.pipeline_account, "the 12-digit AWS account id when maskrcnn:pipeline_enabled is true")
         _check(self.pipeline_region is not None and REGION.match(self.pipeline_region), "pipeline_region",
                self.pipeline_region, "a region name such as 'us-east-1' when maskrcnn:pipeline_enabled is true")
+
+
+def file_system_path(prefix: str) -> str:
+    """Where a bucket prefix lands below the root of EFS and of FSx: '/' + prefix without its
+    trailing '/' (`datasets/coco2017/` -> `/datasets/coco2017`)."""
+    return "/" + prefix.rstrip("/")
 
 
 # Retention spans the network stack maps onto CloudWatch Logs' RetentionDays.

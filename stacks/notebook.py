@@ -236,7 +236,7 @@ class Notebook(Construct):
                         read=[layout.data, layout.pretrained, layout.checkpoints],
                         # The SDK uploads job inputs under the output prefix and reads results back.
                         write=[layout.output])
-        task = storage.efs.task.attr_task_arn
+        tasks = [task.attr_task_arn for task in storage.efs.tasks]
         policy(self, "StorageServices", self.role, [
             # Jobs' volumes use the data key: SageMaker creates the grant as the caller.
             iam.PolicyStatement(
@@ -248,9 +248,9 @@ class Notebook(Construct):
                 sid="RunS3ToEfsCopy",
                 actions=["datasync:StartTaskExecution", "datasync:DescribeTask",
                          "datasync:ListTaskExecutions"],
-                resources=[task]),
+                resources=tasks),
             iam.PolicyStatement(sid="FollowS3ToEfsCopy", actions=["datasync:DescribeTaskExecution"],
-                                resources=[f"{task}/execution/*"]),
+                                resources=[f"{task}/execution/*" for task in tasks]),
             iam.PolicyStatement(
                 sid="DescribeAndMountEfsReadOnly",
                 # The lifecycle script mounts EFS with TLS and IAM (`-o tls,iam`): ClientMount
@@ -264,6 +264,6 @@ class Notebook(Construct):
                          "fsx:DescribeDataRepositoryTasks"],
                 resources=["*"]),
         ], wildcards=("*", "/execution/*"), wildcard_reason=
-           "Executions of the one DataSync task get their ids when started ('execution/*' of "
-           "that task); the FSx Describe calls that list file systems, associations and import "
+           "Executions of the deployment's DataSync tasks get their ids when started "
+           "('execution/*' of each task); the FSx Describe calls that list file systems, associations and import "
            "tasks are authorized on '*' and return metadata only.")

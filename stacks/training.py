@@ -2,7 +2,7 @@
 
 Two roles, each with only what its job does:
 - the training role reads the dataset and pretrained prefixes and writes outputs and checkpoints;
-- the staging role (the COCO download-and-convert job) writes the dataset prefix.
+- the staging role (the COCO download-and-convert job) writes the dataset and pretrained prefixes.
 Both pull the training image, write their job's logs and metrics, and attach to the VPC.
 """
 
@@ -56,8 +56,9 @@ class Training(Construct):
         self._allow_file_systems(self.training_role, storage)
 
         self.staging_role = self._job_role("StagingRole", "the COCO staging job", network)
+        # The staging job also uploads the backbone checkpoint to the pretrained prefix.
         bucket_prefixes(self, "StagingRoleData", self.staging_role, bucket, key,
-                        write=[layout.data, layout.output])
+                        write=[layout.data, layout.pretrained, layout.output])
 
         self.parameters = self._publish_parameters(network, storage)
         output(self, "ParameterPath", config.ssm_path,
@@ -160,7 +161,8 @@ class Training(Construct):
             "kms-key-arn": storage.data_key.key_arn,
             "efs-id": storage.efs.file_system.file_system_id,
             "efs-data-path": self.config.data_path,
-            "datasync-task-arn": storage.efs.task.attr_task_arn,
+            "efs-pretrained-path": self.config.pretrained_path,
+            "datasync-task-arns": ",".join(task.attr_task_arn for task in storage.efs.tasks),
             "subnet-ids": ",".join(subnets),
             "security-group-ids": network.training_sg.security_group_id,
             "training-role-arn": self.training_role.role_arn,
@@ -174,6 +176,7 @@ class Training(Construct):
                 "fsx-id": storage.fsx.file_system.file_system_id,
                 "fsx-mount-name": storage.fsx.file_system.mount_name,
                 "fsx-data-path": storage.fsx.data_path,
+                "fsx-pretrained-path": storage.fsx.pretrained_path,
             })
         extra = set(values) - set(names)
         if extra:

@@ -13,6 +13,7 @@ from typing import Any, Dict, Mapping, Tuple
 
 BACKBONES = ("resnet18", "resnet34", "resnet50", "resnet101")
 MODEL_PRESETS = ("standard", "compact")
+BATCH_NORMS = ("frozen", "sync", "per_rank")
 
 # Hyperparameters that SageMaker and its training toolkit add themselves; they are not ours to
 # validate, and the toolkit's MPI runner consumes them before our program starts.
@@ -37,6 +38,12 @@ class Hyperparameters:
         "Head sizes, anchors and sampling. `standard`: Model Garden's COCO Mask R-CNN. `compact`: "
         "small heads, 4 px base anchors, few ROIs: for small images and CPU runs.",
         choices=MODEL_PRESETS)
+    batch_norm: str = _field(
+        "frozen",
+        "Batch norm statistics. `frozen`: the backbone keeps its pretrained ones (needs the "
+        "`pretrained` channel), the FPN and heads use `sync`. `sync`: every layer normalizes over "
+        "the global batch (all ranks). `per_rank`: over each rank's own images.",
+        choices=BATCH_NORMS)
     image_size: int = _field(1024, "Square input size in pixels (images are resized and padded).",
                              minimum=64)
     images_per_gpu: int = _field(2, "Images per rank (one rank per GPU) and step.", minimum=1)
@@ -144,6 +151,17 @@ def parse(raw: Mapping[str, Any]) -> Hyperparameters:
             f"hyperparameter lr_decay_epochs={hps.lr_decay_epochs!r}: epochs must be positive "
             "and increasing")
     return hps
+
+
+def check_pretrained_channel(hps: Hyperparameters, has_pretrained: bool) -> None:
+    """What the hyperparameters ask of the `pretrained` channel: the job checks it at start, a
+    launcher can check it before it sends the job."""
+    if hps.batch_norm == "frozen" and not has_pretrained:
+        raise HyperparameterError(
+            "batch_norm=frozen keeps the backbone's pretrained batch-norm statistics, but the job "
+            "has no `pretrained` channel: stage the backbone's ImageNet checkpoint and send it as "
+            "the `pretrained` channel, or choose batch_norm=sync (every batch norm then learns "
+            "its statistics, over all ranks)")
 
 
 def decode(raw: Mapping[str, Any]) -> Dict[str, Any]:

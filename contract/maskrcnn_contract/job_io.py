@@ -10,11 +10,25 @@ CHECKPOINT_LOCAL_PATH = "/opt/ml/checkpoints"
 
 # Written last into a dataset prefix (or channel): its presence means the dataset is complete.
 DATASET_COMPLETE_MARKER = "dataset_info.json"
+# Written last into a backbone's prefix, <pretrained prefix><backbone>/, by the staging job: where
+# the checkpoint came from, its files' sizes and MD5s.
+PRETRAINED_COMPLETE_MARKER = "checkpoint_info.json"
 
 # The COCO staging job: program in /opt/ml/code and the hyperparameters it reads.
 STAGING_PROGRAM = "stage_coco.py"
 STAGING_S3_URI = "s3_uri"      # destination prefix, s3://<bucket>/<data prefix>
 STAGING_WORK_DIR = "work_dir"  # downloads, images and TFRecords on the job's volume
+STAGING_PRETRAINED_S3_URI = "pretrained_s3_uri"  # s3://<bucket>/<pretrained prefix>
+STAGING_BACKBONES = "backbones"  # comma-separated backbones whose checkpoint to stage
+# The backbones whose ImageNet checkpoint the staging job fetches: Model Garden publishes one for
+# ResNet-50 only (training_code/maskrcnn_job/stage_backbone.py).
+STAGED_BACKBONES = ("resnet50",)
+
+
+def pretrained_key_prefix(pretrained_prefix: str, backbone: str) -> str:
+    """Where one backbone's checkpoint lives in the bucket (and below the file systems' pretrained
+    directory): the `pretrained` channel of a job with that backbone."""
+    return f"{pretrained_prefix}{backbone}/"
 
 # The training toolkit's MPI runner (sagemaker-training): one process per GPU on every host.
 # Extra mpirun options: ranks on other hosts do get the container's environment (HOROVOD_* from

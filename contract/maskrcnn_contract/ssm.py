@@ -17,7 +17,8 @@ REQUIRED = (
     "kms-key-arn",
     "efs-id",
     "efs-data-path",
-    "datasync-task-arn",
+    "efs-pretrained-path",
+    "datasync-task-arns",  # comma-separated: one DataSync task per prefix copied to EFS
     "subnet-ids",          # comma-separated
     "security-group-ids",  # comma-separated
     "training-role-arn",
@@ -25,10 +26,10 @@ REQUIRED = (
     "training-image-uri",
 )
 # Published only when the deployment has FSx for Lustre.
-FSX = ("fsx-id", "fsx-mount-name", "fsx-data-path")
+FSX = ("fsx-id", "fsx-mount-name", "fsx-data-path", "fsx-pretrained-path")
 ALL = REQUIRED + FSX
 # Values that are comma-separated lists.
-LISTS = ("subnet-ids", "security-group-ids")
+LISTS = ("subnet-ids", "security-group-ids", "datasync-task-arns")
 # Values that are S3 key prefixes ('datasets/coco2017/': no leading '/', a trailing '/').
 PREFIXES = ("data-prefix", "pretrained-prefix", "output-prefix", "checkpoint-prefix")
 

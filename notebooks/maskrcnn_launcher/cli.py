@@ -83,6 +83,8 @@ def run(args) -> None:
             run_name=args.run_name)
         launch = jobs.training_job(deployment, options, boto_session)
         sent = submit.send(launch, deployment, dry_run=args.dry_run)
+        for line in jobs.describe_inputs(sent):
+            print(line, file=sys.stderr if args.dry_run else sys.stdout)
         if args.dry_run:
             print(json.dumps(sent, indent=1, default=str))
             return

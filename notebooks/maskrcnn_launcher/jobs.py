@@ -11,11 +11,12 @@ import dataclasses
 import os
 import re
 import secrets
-from typing import Optional
+from typing import Callable, Optional
 
 from maskrcnn_contract import job_io, metrics
+from maskrcnn_contract.hyperparameters import Hyperparameters
 
-from maskrcnn_launcher import instances, submit
+from maskrcnn_launcher import inputs, instances, submit
 from maskrcnn_launcher.options import DATA_SOURCES, LaunchOptions, LaunchRequestError
 from maskrcnn_launcher.settings import Deployment
 from maskrcnn_launcher.validation import STAGING, TRAINING
@@ -60,25 +61,63 @@ def _s3_channel(name: str, uri: str) -> InputData:
         s3_data_type="S3Prefix", s3_uri=uri, s3_data_distribution_type="FullyReplicated"))
 
 
-def _train_channel(deployment: Deployment, data_source: str) -> InputData:
-    """The dataset, read-only: every job of the deployment shares it."""
+def _channel(deployment: Deployment, data_source: str, name: str, s3_uri: str,
+             efs_path: str, fsx_path: Optional[str]) -> InputData:
+    """One input, read-only, from the launch's data source: every job of the deployment shares
+    it. The file systems hold the bucket's prefixes at the same relative paths."""
     if data_source == "s3":
-        return _s3_channel(job_io.TRAIN_CHANNEL, deployment.data_s3_uri)
+        return _s3_channel(name, s3_uri)
     if data_source == "efs":
-        fs_id, fs_type, path = deployment.efs_id, "EFS", deployment.efs_data_path
+        fs_id, fs_type, path = deployment.efs_id, "EFS", efs_path
     elif data_source == "fsx":
         if not deployment.fsx_enabled:
             raise LaunchRequestError(
                 f"data source 'fsx': this deployment has no FSx file system (no "
                 f"{deployment.ssm_path}/fsx-id parameter); deploy with maskrcnn:fsx_enabled=true "
                 "or use data source s3 or efs")
-        fs_id, fs_type, path = deployment.fsx_id, "FSxLustre", deployment.fsx_data_path
+        fs_id, fs_type, path = deployment.fsx_id, "FSxLustre", fsx_path
     else:
         raise LaunchRequestError(
             f"data source {data_source!r} is not one of {', '.join(DATA_SOURCES)}")
-    return InputData(channel_name=job_io.TRAIN_CHANNEL, data_source=FileSystemDataSource(
+    return InputData(channel_name=name, data_source=FileSystemDataSource(
         file_system_id=fs_id, file_system_type=fs_type, file_system_access_mode="ro",
         directory_path=path))
+
+
+def input_channels(deployment: Deployment, data_source: str, backbone: Optional[str]) -> list:
+    """The `train` channel and, with a backbone, its checkpoint as the `pretrained` channel."""
+    channels = [_channel(deployment, data_source, job_io.TRAIN_CHANNEL, deployment.data_s3_uri,
+                         deployment.efs_data_path, deployment.fsx_data_path)]
+    if backbone:
+        below = job_io.pretrained_key_prefix("", backbone).rstrip("/")
+        channels.append(_channel(
+            deployment, data_source, job_io.PRETRAINED_CHANNEL,
+            f"{deployment.pretrained_s3_uri}{below}/", f"{deployment.efs_pretrained_path}/{below}",
+            deployment.fsx_pretrained_path and f"{deployment.fsx_pretrained_path}/{below}"))
+    return channels
+
+
+def _channel_location(channel: dict) -> str:
+    source = channel["DataSource"]
+    if "S3DataSource" in source:
+        return source["S3DataSource"]["S3Uri"]
+    fs = source["FileSystemDataSource"]
+    return f"{fs['FileSystemType']} {fs['FileSystemId']}:{fs['DirectoryPath']}"
+
+
+def describe_inputs(request: dict) -> list:
+    """Lines saying what a CreateTrainingJob request trains from: the dataset, the backbone and
+    its checkpoint, and the batch-norm mode."""
+    hps = request.get("HyperParameters", {})
+    channels = {c["ChannelName"]: c for c in request.get("InputDataConfig", [])}
+    backbone = hps.get("backbone", Hyperparameters.backbone)
+    pretrained = channels.get(job_io.PRETRAINED_CHANNEL)
+    return [
+        f"dataset:    {_channel_location(channels[job_io.TRAIN_CHANNEL])}",
+        f"backbone:   {backbone}, ImageNet checkpoint from "
+        f"{_channel_location(pretrained) if pretrained else 'nowhere (trained from scratch)'}",
+        f"batch norm: {hps.get('batch_norm', Hyperparameters.batch_norm)}",
+    ]
 
 
 def base_job_name(deployment: Deployment, run_name: str) -> str:
@@ -125,15 +164,19 @@ def _trainer(deployment: Deployment, boto_session, *, role: str, base: str, inst
     return trainer
 
 
-def training_job(deployment: Deployment, options: LaunchOptions, boto_session) -> Launch:
-    """One Mask R-CNN training run: one rank per GPU on every host (the toolkit's MPI runner)."""
+def training_job(deployment: Deployment, options: LaunchOptions, boto_session,
+                 echo: Callable[[str], None] = print) -> Launch:
+    """One Mask R-CNN training run: one rank per GPU on every host (the toolkit's MPI runner).
+    Raises LaunchRequestError when its inputs are not staged (`inputs`)."""
     ranks_per_host = instances.processes_per_host(options.instance_type, options.processes_per_host)
     run_name = options.run_name or f"{options.data_source}-{secrets.token_hex(3)}"
     base = base_job_name(deployment, run_name)
-    channels = [_train_channel(deployment, options.data_source)]
-    if options.use_pretrained:
-        channels.append(_s3_channel(job_io.PRETRAINED_CHANNEL, deployment.pretrained_s3_uri))
-    hyperparameters = dict(options.hyperparameters)
+    # Refused here, before anything is sent, when the dataset or the backbone is not staged.
+    hyperparameters = inputs.check_training_inputs(boto_session.client("s3"), deployment, options,
+                                                   echo=echo)
+    backbone = inputs.effective_hyperparameters(options).backbone
+    channels = input_channels(deployment, options.data_source,
+                              backbone if options.use_pretrained else None)
     hyperparameters.update(job_io.mpi_hyperparameters(ranks_per_host, options.mpi_options))
     max_run = int(options.max_run_hours * 3600)
     max_wait = None
@@ -156,8 +199,9 @@ def training_job(deployment: Deployment, options: LaunchOptions, boto_session) -
 def staging_job(deployment: Deployment, boto_session, instance_type: str = "ml.m5.4xlarge",
                 volume_size_gb: int = 200, max_run_hours: float = 12.0) -> Launch:
     """The COCO 2017 staging job (training_code/maskrcnn_job/stage_coco.py) in the training
-    image, as the staging role: downloads, converts and uploads to the data prefix. No channels;
-    it needs internet access (the NAT gateway)."""
+    image, as the staging role: fetches the ImageNet backbone checkpoint into the pretrained
+    prefix, downloads and converts COCO into the data prefix (each skipped when staged). No
+    channels; it needs internet access (the NAT gateway)."""
     base = f"{deployment.job_name_prefix}-stage-coco"
     trainer = _trainer(
         deployment, boto_session, role=deployment.staging_role_arn, base=base,
@@ -167,6 +211,8 @@ def staging_job(deployment: Deployment, boto_session, instance_type: str = "ml.m
         hyperparameters={
             "sagemaker_program": job_io.STAGING_PROGRAM,
             job_io.STAGING_S3_URI: deployment.data_s3_uri,
+            job_io.STAGING_PRETRAINED_S3_URI: deployment.pretrained_s3_uri,
+            job_io.STAGING_BACKBONES: ",".join(job_io.STAGED_BACKBONES),
             # On the job's volume but outside SM_OUTPUT_DATA_DIR (which SageMaker would tar up
             # and upload: ~40 GB of archives and images).
             job_io.STAGING_WORK_DIR: "/opt/ml/input/coco2017-work",

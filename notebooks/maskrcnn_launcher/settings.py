@@ -37,7 +37,9 @@ class Deployment:
     kms_key_arn: str
     efs_id: str
     efs_data_path: str
-    datasync_task_arn: str
+    efs_pretrained_path: str
+    # One DataSync task per bucket prefix copied to EFS (dataset, pretrained backbone).
+    datasync_task_arns: Tuple[str, ...]
     subnet_ids: Tuple[str, ...]
     security_group_ids: Tuple[str, ...]
     training_role_arn: str
@@ -47,6 +49,7 @@ class Deployment:
     fsx_id: Optional[str] = None
     fsx_mount_name: Optional[str] = None
     fsx_data_path: Optional[str] = None
+    fsx_pretrained_path: Optional[str] = None
 
     @property
     def data_s3_uri(self) -> str:

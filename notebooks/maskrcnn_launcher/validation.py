@@ -34,9 +34,9 @@ def _channel_problems(channels: List[Mapping], deployment: Deployment) -> List[s
         if source is None:
             continue
         name, path = channel["ChannelName"], source.get("DirectoryPath", "")
-        if name == job_io.TRAIN_CHANNEL and source.get("FileSystemAccessMode") != "ro":
+        if source.get("FileSystemAccessMode") != "ro":
             problems.append(f"channel {name}: access mode {source.get('FileSystemAccessMode')!r}; "
-                            "the dataset is shared by every job and must be mounted read-only ('ro')")
+                            "the inputs are shared by every job and must be mounted read-only ('ro')")
         if source.get("FileSystemType") == "FSxLustre":
             # CreateTrainingJob FileSystemDataSource: an FSx for Lustre DirectoryPath starts with
             # the file system's mount name.
@@ -49,10 +49,12 @@ def _channel_problems(channels: List[Mapping], deployment: Deployment) -> List[s
     return problems
 
 
-def _hyperparameter_problems(hps: Mapping[str, str]) -> List[str]:
+def _hyperparameter_problems(hps: Mapping[str, str], channels: List[Mapping]) -> List[str]:
     problems = []
     try:
-        hyperparameters.parse(hyperparameters.decode(hps))
+        parsed = hyperparameters.parse(hyperparameters.decode(hps))
+        hyperparameters.check_pretrained_channel(
+            parsed, any(c["ChannelName"] == job_io.PRETRAINED_CHANNEL for c in channels))
     except hyperparameters.HyperparameterError as error:
         problems.append(str(error))
     ranks = hps.get("sagemaker_mpi_num_of_processes_per_host", "")
@@ -83,8 +85,9 @@ def validate(request: Mapping, deployment: Deployment, kind: str) -> None:
         problems.append(f"VPC config {vpc} differs from the deployment's subnet-ids and "
                         "security-group-ids (the notebook role may only create jobs inside those)")
     if kind == TRAINING:
-        problems += _channel_problems(request.get("InputDataConfig", []), deployment)
-        problems += _hyperparameter_problems(request.get("HyperParameters", {}))
+        channels = request.get("InputDataConfig", [])
+        problems += _channel_problems(channels, deployment)
+        problems += _hyperparameter_problems(request.get("HyperParameters", {}), channels)
         if request.get("EnableManagedSpotTraining") and "CheckpointConfig" not in request:
             problems.append("managed spot without checkpoints would restart from step 0")
     if problems:

@@ -1,4 +1,5 @@
-"""EFS holding a copy of the bucket's dataset prefix, and the DataSync task that refreshes it."""
+"""EFS holding copies of the bucket's input prefixes (dataset, pretrained backbone), and one
+DataSync task per prefix that refreshes its copy."""
 
 from __future__ import annotations
 
@@ -30,21 +31,25 @@ WRITER_ACTIONS = ["elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrit
 
 class EfsMirror(Construct):
     """An encrypted, retained EFS (new, or `existing_id` re-attached with mount targets in this
-    VPC) and a DataSync task that mirrors `s3://<bucket>/<prefix>` to `data_path` over TLS.
+    VPC) and one DataSync task per (prefix, path) of `mirrors`, each mirroring
+    `s3://<bucket>/<prefix>` to `path` over TLS, named `<task_name_prefix>-<path as a name>`.
+    The paths must not nest: a task removes what its source lacks below its own path.
     An existing file system keeps its own policy: it must allow the same (README)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, vpc: ec2.IVpc,
                  subnets: Sequence[ec2.ISubnet], security_group: ec2.ISecurityGroup,
                  datasync_security_group: ec2.ISecurityGroup, bucket: s3.IBucket, key: kms.IKey,
-                 prefix: str, data_path: str, task_name: str, existing_id: str | None) -> None:
+                 mirrors: Sequence[tuple[str, str]], task_name_prefix: str,
+                 existing_id: str | None) -> None:
         super().__init__(scope, construct_id)
         self._stack = Stack.of(self)
         self.file_system = self._file_system(vpc, subnets, security_group, key, existing_id)
         self.file_system_arn = self._stack.format_arn(
             service="elasticfilesystem", resource="file-system",
             resource_name=self.file_system.file_system_id)
-        self.task = self._datasync_task(subnets[0], datasync_security_group, bucket, key, prefix,
-                                        data_path, task_name)
+        # In the order of `mirrors`.
+        self.tasks = self._datasync_tasks(subnets[0], datasync_security_group, bucket, key,
+                                          mirrors, task_name_prefix)
 
     def _file_system(self, vpc, subnets, security_group, key, existing_id) -> efs.IFileSystem:
         if existing_id is None:
@@ -79,28 +84,24 @@ class EfsMirror(Construct):
                                security_groups=[security_group.security_group_id])
         return imported
 
-    def _datasync_task(self, subnet, security_group, bucket, key, prefix, data_path,
-                       task_name) -> datasync.CfnTask:
+    def _datasync_tasks(self, subnet, security_group, bucket, key, mirrors,
+                        task_name_prefix) -> list[datasync.CfnTask]:
+        """What the tasks share (the S3 read role, the EFS write role, the log group), then one
+        source, destination and task per mirrored prefix."""
         stack = self._stack
         source_role = iam.Role(
             self, "S3ReadRole",
             assumed_by=iam.ServicePrincipal("datasync.amazonaws.com",
                                             conditions={"StringEquals": {"aws:SourceAccount": stack.account}}),
-            description="DataSync reads the dataset prefix of the data bucket",
+            description="DataSync reads the mirrored prefixes of the data bucket",
         )
-        source_policy = bucket_prefixes(self, "S3Read", source_role, bucket, key, read=[prefix])
-        source = datasync.CfnLocationS3(
-            self, "Source",
-            s3_bucket_arn=bucket.bucket_arn,
-            subdirectory=data_path + "/",
-            s3_config=datasync.CfnLocationS3.S3ConfigProperty(bucket_access_role_arn=source_role.role_arn),
-        )
-        source.node.add_dependency(source_policy)
+        source_policy = bucket_prefixes(self, "S3Read", source_role, bucket, key,
+                                        read=[prefix for prefix, _ in mirrors])
         writer = iam.Role(
             self, "EfsWriteRole",
             assumed_by=iam.ServicePrincipal("datasync.amazonaws.com",
                                             conditions={"StringEquals": {"aws:SourceAccount": stack.account}}),
-            description="DataSync writes the dataset copy into EFS (TLS, IAM)",
+            description="DataSync writes the copies of the bucket's prefixes into EFS (TLS, IAM)",
         )
         writer_policy = iam.Policy(self, "EfsWrite", roles=[writer], statements=[iam.PolicyStatement(
             actions=WRITER_ACTIONS, resources=[self.file_system_arn])])
@@ -111,24 +112,13 @@ class EfsMirror(Construct):
                 actions=WRITER_ACTIONS,
                 conditions={"Bool": {"aws:SecureTransport": "true"}},
             ))
-        destination = datasync.CfnLocationEFS(
-            self, "Destination",
-            efs_filesystem_arn=self.file_system_arn,
-            ec2_config=datasync.CfnLocationEFS.Ec2ConfigProperty(
-                subnet_arn=stack.format_arn(service="ec2", resource="subnet", resource_name=subnet.subnet_id),
-                security_group_arns=[stack.format_arn(service="ec2", resource="security-group",
-                                                      resource_name=security_group.security_group_id)],
-            ),
-            subdirectory=data_path,
-            in_transit_encryption="TLS1_2",
-            file_system_access_role_arn=writer.role_arn,
+        ec2_config = datasync.CfnLocationEFS.Ec2ConfigProperty(
+            subnet_arn=stack.format_arn(service="ec2", resource="subnet", resource_name=subnet.subnet_id),
+            security_group_arns=[stack.format_arn(service="ec2", resource="security-group",
+                                                  resource_name=security_group.security_group_id)],
         )
-        destination.node.add_dependency(writer_policy)
         # DataSync mounts through the mount target in that subnet: it must exist first.
-        for child in self.node.find_all():
-            if isinstance(child, efs.CfnMountTarget):
-                destination.node.add_dependency(child)
-
+        mount_targets = [c for c in self.node.find_all() if isinstance(c, efs.CfnMountTarget)]
         log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_YEAR,
                                   encryption_key=key, removal_policy=RemovalPolicy.DESTROY)
         logs.ResourcePolicy(self, "LogsPolicy", policy_statements=[iam.PolicyStatement(
@@ -137,19 +127,41 @@ class EfsMirror(Construct):
             resources=[log_group.log_group_arn],
             conditions={"StringEquals": {"aws:SourceAccount": stack.account}},
         )])
-        return datasync.CfnTask(
-            self, "Task",
-            name=task_name,
-            source_location_arn=source.attr_location_arn,
-            destination_location_arn=destination.attr_location_arn,
-            cloud_watch_log_group_arn=log_group.log_group_arn,
-            options=datasync.CfnTask.OptionsProperty(
-                # Copy only what changed since the last run; delete what left the bucket, so EFS
-                # mirrors the prefix after every run.
-                transfer_mode="CHANGED",
-                preserve_deleted_files="REMOVE",
-                verify_mode="ONLY_FILES_TRANSFERRED",
-                overwrite_mode="ALWAYS",
-                log_level="BASIC",
-            ),
-        )
+
+        tasks = []
+        for prefix, path in mirrors:
+            name = path.strip("/").replace("/", "-")  # '/datasets/coco2017' -> 'datasets-coco2017'
+            scope = Construct(self, name)
+            source = datasync.CfnLocationS3(
+                scope, "Source",
+                s3_bucket_arn=bucket.bucket_arn,
+                subdirectory="/" + prefix,
+                s3_config=datasync.CfnLocationS3.S3ConfigProperty(bucket_access_role_arn=source_role.role_arn),
+            )
+            source.node.add_dependency(source_policy)
+            destination = datasync.CfnLocationEFS(
+                scope, "Destination",
+                efs_filesystem_arn=self.file_system_arn,
+                ec2_config=ec2_config,
+                subdirectory=path,
+                in_transit_encryption="TLS1_2",
+                file_system_access_role_arn=writer.role_arn,
+            )
+            destination.node.add_dependency(writer_policy, *mount_targets)
+            tasks.append(datasync.CfnTask(
+                scope, "Task",
+                name=f"{task_name_prefix}-{name}",
+                source_location_arn=source.attr_location_arn,
+                destination_location_arn=destination.attr_location_arn,
+                cloud_watch_log_group_arn=log_group.log_group_arn,
+                options=datasync.CfnTask.OptionsProperty(
+                    # Copy only what changed since the last run; delete what left the prefix, so
+                    # EFS mirrors it after every run.
+                    transfer_mode="CHANGED",
+                    preserve_deleted_files="REMOVE",
+                    verify_mode="ONLY_FILES_TRANSFERRED",
+                    overwrite_mode="ALWAYS",
+                    log_level="BASIC",
+                ),
+            ))
+        return tasks

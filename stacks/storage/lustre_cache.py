@@ -1,4 +1,5 @@
-"""FSx for Lustre as a cache of the bucket's dataset prefix (data repository association)."""
+"""FSx for Lustre as a cache of the bucket's input prefixes, dataset and pretrained backbone (one
+data repository association each)."""
 
 from __future__ import annotations
 
@@ -21,12 +22,15 @@ FSX_S3_ROLE_PATH = "role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.co
 
 
 class LustreCache(Construct):
-    """A Lustre 2.15 file system that imports `s3://<bucket>/<prefix>` at `data_path` and keeps
-    importing new, changed and deleted objects. Destroyed with the stack: S3 holds the data."""
+    """A Lustre 2.15 file system that imports `s3://<bucket>/<prefix>` at `data_path` and
+    `s3://<bucket>/<pretrained_prefix>` at `pretrained_path` (two data repository associations;
+    the paths must not nest) and keeps importing new, changed and deleted objects. Destroyed with
+    the stack: S3 holds the data."""
 
     def __init__(self, scope: Construct, construct_id: str, *, vpc: ec2.IVpc, subnet: ec2.ISubnet,
                  security_group: ec2.ISecurityGroup, bucket: s3.IBucket, key: kms.IKey,
-                 prefix: str, data_path: str, deployment_type: str, capacity_gib: int,
+                 prefix: str, data_path: str, pretrained_prefix: str, pretrained_path: str,
+                 deployment_type: str, capacity_gib: int,
                  throughput_per_tib: int | None) -> None:
         super().__init__(scope, construct_id)
         self.file_system = fsx.LustreFileSystem(
@@ -47,19 +51,14 @@ class LustreCache(Construct):
             ),
             removal_policy=RemovalPolicy.DESTROY,
         )
-        fsx.CfnDataRepositoryAssociation(
-            self, "DataRepositoryAssociation",
-            file_system_id=self.file_system.file_system_id,
-            file_system_path=data_path,
-            data_repository_path=bucket.s3_url_for_object(prefix),
-            batch_import_meta_data_on_create=True,
-            s3=fsx.CfnDataRepositoryAssociation.S3Property(
-                auto_import_policy=fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(
-                    events=["NEW", "CHANGED", "DELETED"]),
-            ),
-        )
+        data = self._link("DataRepositoryAssociation", bucket, prefix, data_path)
+        pretrained = self._link("PretrainedRepositoryAssociation", bucket, pretrained_prefix,
+                                pretrained_path)
+        # FSx works on one association request at a time (Rule FSX-5): one after the other.
+        pretrained.node.add_dependency(data)
         # SageMaker wants an FSx channel's directory path to start with the mount name.
         self.data_path = f"/{self.file_system.mount_name}{data_path}"
+        self.pretrained_path = f"/{self.file_system.mount_name}{pretrained_path}"
         # FSx reads the bucket through a service-linked role whose policy lacks our key.
         stack = Stack.of(self)
         key.add_to_resource_policy(iam.PolicyStatement(
@@ -75,3 +74,18 @@ class LustreCache(Construct):
                             f"arn:{stack.partition}:iam::{stack.account}:{FSX_S3_ROLE_PATH}"},
             },
         ))
+
+    def _link(self, construct_id: str, bucket: s3.IBucket, prefix: str,
+              path: str) -> fsx.CfnDataRepositoryAssociation:
+        """Links `s3://<bucket>/<prefix>` to `path`, importing new, changed and deleted objects."""
+        return fsx.CfnDataRepositoryAssociation(
+            self, construct_id,
+            file_system_id=self.file_system.file_system_id,
+            file_system_path=path,
+            data_repository_path=bucket.s3_url_for_object(prefix),
+            batch_import_meta_data_on_create=True,
+            s3=fsx.CfnDataRepositoryAssociation.S3Property(
+                auto_import_policy=fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(
+                    events=["NEW", "CHANGED", "DELETED"]),
+            ),
+        )

@@ -1,8 +1,10 @@
 """Storage: the S3 data bucket, FSx for Lustre linked to the bucket, EFS with its S3 -> EFS copy.
 
-One dataset, three ways to read it. COCO lands once in `s3://<bucket>/<data_prefix>`; FSx sees it
-through a data repository association (auto import), EFS gets a DataSync copy. All three use the
-same path below their root, `/<data_prefix>`, so a job's channel differs only in its root.
+One dataset, three ways to read it. COCO lands once in `s3://<bucket>/<data_prefix>` and the
+backbone checkpoints in `s3://<bucket>/pretrained/`; FSx sees each prefix through its own data
+repository association (auto import), EFS gets a DataSync copy of each (one task per prefix). All
+three use the same path below their root, `/<prefix>` without its trailing '/'
+(`/datasets/coco2017`, `/pretrained`), so a job's channel differs only in its root.
 """
 
 from __future__ import annotations
@@ -34,11 +36,13 @@ class Storage(Construct):
             self.fsx = LustreCache(
                 self, "Fsx", vpc=network.vpc, subnet=subnets[0], security_group=network.fsx_sg,
                 bucket=self.data_bucket, key=key, prefix=config.data_prefix,
-                data_path=config.data_path, deployment_type=config.fsx_deployment_type,
+                data_path=config.data_path, pretrained_prefix=config.bucket.pretrained,
+                pretrained_path=config.pretrained_path, deployment_type=config.fsx_deployment_type,
                 capacity_gib=config.fsx_storage_capacity_gib,
                 throughput_per_tib=config.fsx_throughput)
         self.efs = EfsMirror(
             self, "Efs", vpc=network.vpc, subnets=subnets, security_group=network.efs_sg,
             datasync_security_group=network.datasync_sg, bucket=self.data_bucket,
-            key=key, prefix=config.data_prefix, data_path=config.data_path,
-            task_name=f"{config.deployment_name}-s3-to-efs", existing_id=config.existing_efs_id)
+            key=key, mirrors=config.mirrored_prefixes,
+            task_name_prefix=f"{config.deployment_name}-s3-to-efs",
+            existing_id=config.existing_efs_id)

@@ -35,6 +35,7 @@ def test_json_file_with_sdk_encoded_strings(tmp_path):
     ({"image_size": "2.5"}, "image_size='2.5': expected an integer"),
     ({"image_size": "32"}, "image_size=32: must be >= 64"),
     ({"backbone": "vgg16"}, "backbone='vgg16': expected one of resnet18"),
+    ({"batch_norm": "synced"}, "batch_norm='synced': expected one of frozen, sync, per_rank"),
     ({"mixed_precision": "maybe"}, "mixed_precision='maybe': expected true or false"),
     ({"base_learning_rate": "nan"}, "base_learning_rate='nan': not a finite number"),
     ({"lr_decay_epochs": "8,x"}, "lr_decay_epochs='8,x': expected comma-separated numbers"),
@@ -44,6 +45,20 @@ def test_bad_hyperparameters_name_the_value(raw, message):
     with pytest.raises(HyperparameterError) as error:
         hyperparameters.parse(raw)
     assert message in str(error.value)
+
+
+def test_batch_norm_defaults_to_frozen_which_needs_the_pretrained_channel():
+    hps = hyperparameters.parse({})
+    assert hps.batch_norm == "frozen"
+    hyperparameters.check_pretrained_channel(hps, has_pretrained=True)
+    with pytest.raises(HyperparameterError) as error:
+        hyperparameters.check_pretrained_channel(hps, has_pretrained=False)
+    assert "batch_norm=frozen" in str(error.value)
+    assert "`pretrained` channel" in str(error.value) and "batch_norm=sync" in str(error.value)
+    for mode in ("sync", "per_rank"):
+        hps = hyperparameters.parse({"batch_norm": mode})
+        assert hps.batch_norm == mode
+        hyperparameters.check_pretrained_channel(hps, has_pretrained=False)
 
 
 def test_readme_table_matches_the_module():

@@ -26,10 +26,59 @@ def test_efs_lets_clients_mount_and_only_datasync_write_over_tls(default_app):
                                      "elasticfilesystem:ClientRootAccess"}
     assert writer["Condition"] == {"Bool": {"aws:SecureTransport": "true"}}
     writer_role = writer["Principal"]["AWS"]["Fn::GetAtt"][0]
-    location = only(raw, "AWS::DataSync::LocationEFS")[1]["Properties"]
-    assert location["FileSystemAccessRoleArn"] == {"Fn::GetAtt": [writer_role, "Arn"]}
-    assert location["InTransitEncryption"] == "TLS1_2"
+    locations = of_type(raw, "AWS::DataSync::LocationEFS").values()
+    assert len(locations) == 2  # dataset, pretrained
+    for location in locations:
+        assert location["Properties"]["FileSystemAccessRoleArn"] == {"Fn::GetAtt": [writer_role, "Arn"]}
+        assert location["Properties"]["InTransitEncryption"] == "TLS1_2"
     assert "elasticfilesystem:ClientMount" in actions(statements_of(raw, "NotebookRole"))
+
+
+def _nested(paths):
+    """Pairs of paths of which one is the other or lies below it."""
+    return [(a, b) for i, a in enumerate(paths) for j, b in enumerate(paths)
+            if i != j and (a + "/").startswith(b + "/")]
+
+
+def test_fsx_associations_are_few_on_lustre_2_15_with_paths_that_do_not_nest(default_app, variant_app):
+    """Rule FSX-5: at most 8 associations per file system, on Lustre 2.12/2.15 (not SCRATCH_1),
+    each with its own file-system path and S3 prefix, none nested in another; FSx works on one
+    association request at a time."""
+    for app in (default_app, variant_app):
+        raw = app.deployment
+        assert only(raw, "AWS::FSx::FileSystem")[1]["Properties"]["FileSystemTypeVersion"] == "2.15"
+        associations = of_type(raw, "AWS::FSx::DataRepositoryAssociation")
+        assert 2 == len(associations) <= 8
+        paths = [a["Properties"]["FileSystemPath"] for a in associations.values()]
+        prefixes = [a["Properties"]["DataRepositoryPath"]["Fn::Join"][1][-1].rstrip("/")
+                    for a in associations.values()]
+        assert "/" not in paths and not _nested(paths) and not _nested(prefixes), (paths, prefixes)
+        # Created one after the other, not left to FSx's queue.
+        assert sum(1 for a in associations.values() if set(a.get("DependsOn", [])) & set(associations)) == 1
+
+
+@pytest.mark.parametrize("data_prefix", ["pretrained/", "pretrained/coco2017/"])
+def test_a_data_prefix_nested_with_the_pretrained_prefix_is_refused(data_prefix):
+    """Rules FSX-5 and DS-1: nested associations are refused by FSx; nested DataSync copies with
+    REMOVE would delete each other's files."""
+    from stacks.config import ConfigError, DeploymentConfig
+
+    with pytest.raises(ConfigError, match="maskrcnn:data_prefix: .*'pretrained/'"):
+        DeploymentConfig.from_mapping({"data_prefix": data_prefix})
+    assert DeploymentConfig.from_mapping({"data_prefix": "pretrained-coco/"}).data_path == "/pretrained-coco"
+
+
+def test_datasync_copies_that_remove_files_have_destinations_that_do_not_nest(default_app, variant_app):
+    """Rule DS-1: with PreserveDeletedFiles REMOVE a task deletes what its source lacks in its
+    destination, so one task's destination must not hold another's."""
+    for app in (default_app, variant_app):
+        raw = app.deployment
+        tasks = of_type(raw, "AWS::DataSync::Task").values()
+        assert all(t["Properties"]["Options"]["PreserveDeletedFiles"] == "REMOVE" for t in tasks)
+        destinations = [raw["Resources"][t["Properties"]["DestinationLocationArn"]["Fn::GetAtt"][0]]
+                        ["Properties"]["Subdirectory"] for t in tasks]
+        assert sorted(destinations) == ["/datasets/coco2017", "/pretrained"]
+        assert not _nested(destinations)
 
 
 def test_no_value_passes_through_a_cloudformation_export(default_app, variant_app):

@@ -4,7 +4,7 @@ import base64
 import json
 
 from stacks.notebooks_asset import CONTRACT_PACKAGE_DIR, NOTEBOOKS_DIR
-from tests.infra.templates import actions, of_type, only, statements_of
+from tests.infra.templates import actions, actions_on, of_type, only, statements_of
 
 
 def test_notebook_instance_is_private_encrypted_without_root_on_imdsv2(default_app):
@@ -77,12 +77,27 @@ def test_jobs_can_only_be_created_in_the_training_subnets_and_group(default_app)
     assert json.dumps(create["Resource"]).count("training-job/maskrcnn-*") == 1
 
 
-def test_notebook_reads_its_parameters_and_starts_the_datasync_task(default_app):
-    statements = statements_of(default_app.deployment, "NotebookRole")
+def test_notebook_reads_its_parameters_and_runs_and_follows_every_datasync_task(default_app):
+    raw = default_app.deployment
+    statements = statements_of(raw, "NotebookRole")
     ssm, = [s for s in statements if "ssm:GetParametersByPath" in s["Action"]]
     assert json.dumps(ssm["Resource"]).count("parameter/maskrcnn") == 2
+    tasks = sorted(of_type(raw, "AWS::DataSync::Task"))
+    assert len(tasks) == 2
     start, = [s for s in statements if "datasync:StartTaskExecution" in s["Action"]]
-    assert start["Resource"]["Fn::GetAtt"][0].startswith("StorageEfsTask")
+    assert {"datasync:DescribeTask", "datasync:ListTaskExecutions"} <= set(start["Action"])
+    assert sorted(r["Fn::GetAtt"][0] for r in start["Resource"]) == tasks
+    follow, = [s for s in statements if s["Action"] == "datasync:DescribeTaskExecution"]
+    executions = [r["Fn::Join"][1] for r in follow["Resource"]]
+    assert sorted(parts[0]["Fn::GetAtt"][0] for parts in executions) == tasks
+    assert all(parts[1] == "/execution/*" for parts in executions)
+
+
+def test_notebook_lists_and_reads_the_pretrained_prefix(default_app):
+    statements = statements_of(default_app.deployment, "NotebookRole")
+    assert actions_on(statements, "/pretrained/*") == {"s3:GetObject"}
+    listing, = [s for s in statements if s["Action"] == "s3:ListBucket"]
+    assert "pretrained/*" in listing["Condition"]["StringLike"]["s3:prefix"]
 
 
 def test_git_repository_gets_a_secret_in_the_form_sagemaker_reads(variant_app):

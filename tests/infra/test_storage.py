@@ -1,6 +1,5 @@
-"""Storage: encrypted, private, retained data; FSx linked to S3; DataSync over TLS."""
-
-from aws_cdk.assertions import Match
+"""Storage: encrypted, private, retained data; FSx linked to S3 and DataSync over TLS, both for
+the dataset and the pretrained prefix."""
 
 from tests.infra.templates import actions, of_type, only, statements_of
 
@@ -61,13 +60,16 @@ def test_fsx_persistent_2_lustre_2_15_encrypted_with_context_capacity(default_ap
     assert "ImportPath" not in lustre  # the association does the linking
 
 
-def test_fsx_association_auto_imports_new_changed_and_deleted_objects_of_the_coco_prefix(default_app):
+def test_fsx_associations_auto_import_the_coco_and_pretrained_prefixes(default_app):
     raw = default_app.deployment
-    association = only(raw, "AWS::FSx::DataRepositoryAssociation")[1]["Properties"]
-    assert association["FileSystemPath"] == "/datasets/coco2017"
-    assert association["S3"]["AutoImportPolicy"]["Events"] == ["NEW", "CHANGED", "DELETED"]
-    assert association["BatchImportMetaDataOnCreate"] is True
-    assert association["DataRepositoryPath"]["Fn::Join"][1][-1] == "/datasets/coco2017/"
+    associations = {a["Properties"]["FileSystemPath"]: a
+                    for a in of_type(raw, "AWS::FSx::DataRepositoryAssociation").values()}
+    assert set(associations) == {"/datasets/coco2017", "/pretrained"}
+    for path, association in associations.items():
+        props = association["Properties"]
+        assert props["S3"]["AutoImportPolicy"]["Events"] == ["NEW", "CHANGED", "DELETED"]
+        assert props["BatchImportMetaDataOnCreate"] is True
+        assert props["DataRepositoryPath"]["Fn::Join"][1][-1] == path + "/"
 
 
 def test_fsx_service_role_may_decrypt_only_through_s3(default_app):
@@ -78,25 +80,35 @@ def test_fsx_service_role_may_decrypt_only_through_s3(default_app):
     assert "kms:ViaService" in statement["Condition"]["StringEquals"]
 
 
-def test_datasync_copies_the_coco_prefix_to_efs_over_tls_mirroring_deletes(default_app):
-    template = default_app.deployment_template
-    template.has_resource_properties("AWS::DataSync::LocationEFS", {
-        "InTransitEncryption": "TLS1_2", "Subdirectory": "/datasets/coco2017"})
-    template.has_resource_properties("AWS::DataSync::LocationS3", {"Subdirectory": "/datasets/coco2017/"})
-    template.has_resource_properties("AWS::DataSync::Task", {
-        "Name": "maskrcnn-s3-to-efs",
-        "Options": Match.object_like({"TransferMode": "CHANGED", "PreserveDeletedFiles": "REMOVE",
-                                      "VerifyMode": "ONLY_FILES_TRANSFERRED"}),
-        "CloudWatchLogGroupArn": Match.any_value()})
+def test_datasync_copies_the_coco_and_pretrained_prefixes_to_efs_over_tls_mirroring_deletes(default_app):
+    raw = default_app.deployment
+    tasks = of_type(raw, "AWS::DataSync::Task").values()
+    copies = {}
+    for task in tasks:
+        props = task["Properties"]
+        source_id = props["SourceLocationArn"]["Fn::GetAtt"][0]
+        destination_id = props["DestinationLocationArn"]["Fn::GetAtt"][0]
+        destination = raw["Resources"][destination_id]["Properties"]
+        assert destination["InTransitEncryption"] == "TLS1_2"
+        copies[props["Name"]] = (raw["Resources"][source_id]["Properties"]["Subdirectory"],
+                                 destination["Subdirectory"])
+        assert props["Options"]["TransferMode"] == "CHANGED"
+        assert props["Options"]["PreserveDeletedFiles"] == "REMOVE"
+        assert props["Options"]["VerifyMode"] == "ONLY_FILES_TRANSFERRED"
+        assert props["CloudWatchLogGroupArn"]
+    assert copies == {
+        "maskrcnn-s3-to-efs-datasets-coco2017": ("/datasets/coco2017/", "/datasets/coco2017"),
+        "maskrcnn-s3-to-efs-pretrained": ("/pretrained/", "/pretrained"),
+    }
 
 
-def test_datasync_read_role_reads_only_the_coco_prefix(default_app):
+def test_datasync_read_role_reads_only_the_coco_and_pretrained_prefixes(default_app):
     raw = default_app.deployment
     policy = statements_of(raw, "StorageEfsS3ReadRole")
     allowed = actions(policy)
     assert "s3:PutObject" not in allowed and "s3:DeleteObject" not in allowed
     objects = next(s for s in policy if s["Action"] == "s3:GetObject")
-    assert objects["Resource"]["Fn::Join"][1][-1] == "/datasets/coco2017/*"
+    assert [r["Fn::Join"][1][-1] for r in objects["Resource"]] == ["/datasets/coco2017/*", "/pretrained/*"]
 
 
 def test_existing_efs_is_imported_with_new_mount_targets_and_scratch_2_fsx(variant_app):
@@ -107,3 +119,5 @@ def test_existing_efs_is_imported_with_new_mount_targets_and_scratch_2_fsx(varia
     assert all(t["Properties"]["FileSystemId"] == "fs-0123456789abcdef0" for t in targets)
     lustre = only(raw, "AWS::FSx::FileSystem")[1]["Properties"]["LustreConfiguration"]
     assert lustre["DeploymentType"] == "SCRATCH_2" and "PerUnitStorageThroughput" not in lustre
+    assert len(of_type(raw, "AWS::FSx::DataRepositoryAssociation")) == 2
+    assert len(of_type(raw, "AWS::DataSync::Task")) == 2

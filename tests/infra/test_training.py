@@ -19,10 +19,14 @@ def test_training_role_reads_data_and_writes_only_outputs_and_checkpoints(defaul
     assert not any(a.startswith(("iam:", "sagemaker:", "fsx:Create", "elasticfilesystem:Create")) for a in every_action)
 
 
-def test_staging_role_writes_the_dataset_prefix(default_app):
+def test_staging_role_writes_the_dataset_and_pretrained_prefixes(default_app):
     statements = statements_of(default_app.deployment, "TrainingStagingRole")
     assert "s3:PutObject" in actions_on(statements, "/datasets/coco2017/*")
+    # The staging job also uploads the backbone checkpoint.
+    assert "s3:PutObject" in actions_on(statements, "/pretrained/*")
     assert actions_on(statements, "/checkpoints/*") == set()
+    listing, = [s for s in statements if s["Action"] == "s3:ListBucket"]
+    assert "pretrained/*" in listing["Condition"]["StringLike"]["s3:prefix"]
 
 
 def test_job_roles_trust_sagemaker_of_this_account_only(default_app):
@@ -112,9 +116,15 @@ def test_ssm_parameters_publish_every_launcher_value_under_the_deployment_path(d
         assert {name.removeprefix(path) for name in parameters} == expected
         assert parameters[path + "data-prefix"] == "datasets/coco2017/"
         assert parameters[path + "efs-data-path"] == "/datasets/coco2017"
+        assert parameters[path + "efs-pretrained-path"] == "/pretrained"
         assert parameters[path + "job-name-prefix"] == path.strip("/")
-        fsx_path = parameters[path + "fsx-data-path"]["Fn::Join"][1]
-        assert fsx_path[0] == "/" and fsx_path[-1] == "/datasets/coco2017"
+        for name, expected in (("fsx-data-path", "/datasets/coco2017"), ("fsx-pretrained-path", "/pretrained")):
+            fsx_path = parameters[path + name]["Fn::Join"][1]
+            assert fsx_path[0] == "/" and fsx_path[-1] == expected
+        # Every DataSync task of the deployment, comma-separated.
+        delimiter, arns = parameters[path + "datasync-task-arns"]["Fn::Join"]
+        tasks = sorted(of_type(app.deployment, "AWS::DataSync::Task"))
+        assert arns[1] == "," and sorted(arns[i]["Fn::GetAtt"][0] for i in (0, 2)) == tasks
     variant = {p["Properties"]["Name"]: p["Properties"]["Value"]
                for p in of_type(variant_app.deployment, "AWS::SSM::Parameter").values()}
     assert variant["/mrcnn-dev/efs-id"] == "fs-0123456789abcdef0"

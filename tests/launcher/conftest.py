@@ -4,7 +4,7 @@ import os
 from pathlib import Path
 
 import pytest
-from maskrcnn_contract import ssm
+from maskrcnn_contract import job_io, ssm
 
 from tests.launcher.fake_aws import FakeAws
 
@@ -17,6 +17,8 @@ SSM_PATH = "/maskrcnn-test"
 JOB_PREFIX = "maskrcnn-test"
 BUCKET = "maskrcnn-test-data-123456789012"
 FSX_MOUNT_NAME = "abcd1234"  # moto returns no MountName
+# The bucket prefixes a deployment copies to EFS and links to FSx: dataset, pretrained backbone.
+INPUT_PREFIXES = ("datasets/coco2017/", "pretrained/")
 
 
 def _environment(endpoint: str) -> dict:
@@ -49,7 +51,6 @@ def _seed(aws: FakeAws) -> dict:
                                    VpcId=vpc)["GroupId"]
     aws.client("s3").create_bucket(Bucket=BUCKET,
                                    CreateBucketConfiguration={"LocationConstraint": REGION})
-    aws.client("s3").put_object(Bucket=BUCKET, Key="pretrained/ckpt-28080.index", Body=b"x")
     efs_id = aws.client("efs").create_file_system(CreationToken="coco")["FileSystemId"]
     fsx_id = aws.client("fsx").create_file_system(
         FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnets[0]],
@@ -60,14 +61,16 @@ def _seed(aws: FakeAws) -> dict:
     training_role = iam.create_role(RoleName="training", AssumeRolePolicyDocument=trust)["Role"]["Arn"]
     staging_role = iam.create_role(RoleName="staging", AssumeRolePolicyDocument=trust)["Role"]["Arn"]
     datasync = aws.client("datasync")
-    source = datasync.create_location_s3(
-        S3BucketArn=f"arn:aws:s3:::{BUCKET}", Subdirectory="/datasets/coco2017",
-        S3Config={"BucketAccessRoleArn": staging_role})["LocationArn"]
-    target = datasync.create_location_smb(  # moto has no EFS location; only the task ARN matters
-        ServerHostname="efs", Subdirectory="/datasets/coco2017", User="u", Password="p",
-        AgentArns=["arn:aws:datasync:eu-west-2:123456789012:agent/agent-1"])["LocationArn"]
-    task = datasync.create_task(SourceLocationArn=source, DestinationLocationArn=target,
-                                Name="coco-to-efs")["TaskArn"]
+    tasks = []
+    for prefix in INPUT_PREFIXES:  # one task per prefix, as deployed
+        source = datasync.create_location_s3(
+            S3BucketArn=f"arn:aws:s3:::{BUCKET}", Subdirectory="/" + prefix,
+            S3Config={"BucketAccessRoleArn": staging_role})["LocationArn"]
+        target = datasync.create_location_smb(  # moto has no EFS location; only the task ARN matters
+            ServerHostname="efs", Subdirectory="/" + prefix.rstrip("/"), User="u", Password="p",
+            AgentArns=["arn:aws:datasync:eu-west-2:123456789012:agent/agent-1"])["LocationArn"]
+        tasks.append(datasync.create_task(SourceLocationArn=source, DestinationLocationArn=target,
+                                          Name=f"s3-to-efs-{prefix.rstrip('/').replace('/', '-')}")["TaskArn"])
     key = aws.client("kms").create_key()["KeyMetadata"]["Arn"]
     published = {
         "region": REGION,
@@ -80,10 +83,12 @@ def _seed(aws: FakeAws) -> dict:
         "kms-key-arn": key,
         "efs-id": efs_id,
         "efs-data-path": "/datasets/coco2017",
+        "efs-pretrained-path": "/pretrained",
         "fsx-id": fsx_id,
         "fsx-mount-name": FSX_MOUNT_NAME,
         "fsx-data-path": f"/{FSX_MOUNT_NAME}/datasets/coco2017",
-        "datasync-task-arn": task,
+        "fsx-pretrained-path": f"/{FSX_MOUNT_NAME}/pretrained",
+        "datasync-task-arns": ",".join(tasks),
         "subnet-ids": ",".join(subnets),
         "security-group-ids": sg,
         "training-role-arn": training_role,
@@ -96,11 +101,12 @@ def _seed(aws: FakeAws) -> dict:
     client = aws.client("ssm")
     for name, value in values.items():
         client.put_parameter(Name=ssm.parameter_name(SSM_PATH, name), Value=value, Type="String")
-    aws.associations.append({
-        "AssociationId": "dra-0123456789abcdef0", "FileSystemId": fsx_id, "Lifecycle": "AVAILABLE",
-        "FileSystemPath": "/datasets/coco2017",
-        "DataRepositoryPath": f"s3://{BUCKET}/datasets/coco2017/",
-        "S3": {"AutoImportPolicy": {"Events": ["NEW", "CHANGED", "DELETED"]}}})
+    for number, prefix in enumerate(INPUT_PREFIXES):  # one association per prefix, as deployed
+        aws.associations.append({
+            "AssociationId": f"dra-0123456789abcdef{number}", "FileSystemId": fsx_id,
+            "Lifecycle": "AVAILABLE", "FileSystemPath": "/" + prefix.rstrip("/"),
+            "DataRepositoryPath": f"s3://{BUCKET}/{prefix}",
+            "S3": {"AutoImportPolicy": {"Events": ["NEW", "CHANGED", "DELETED"]}}})
     return values
 
 
@@ -115,6 +121,38 @@ def fake_aws():
     os.environ.clear()
     os.environ.update(saved)
     aws.stop()
+
+
+# What the staging job writes (the fake job writes the same): the dataset's completeness marker and
+# the backbone checkpoint, its manifest last.
+STAGED_OBJECTS = (
+    "datasets/coco2017/tfrecords/train-00000-of-00001.tfrecord",
+    f"datasets/coco2017/{job_io.DATASET_COMPLETE_MARKER}",
+    *(f"pretrained/{backbone}/{name}" for backbone in job_io.STAGED_BACKBONES
+      for name in ("ckpt-28080.data-00000-of-00001", "ckpt-28080.index",
+                   job_io.PRETRAINED_COMPLETE_MARKER)),
+)
+
+
+def stage_inputs(s3_client, staged: bool) -> None:
+    """Puts the staged dataset and backbone into the bucket, or removes them."""
+    for key in STAGED_OBJECTS:
+        if staged:
+            s3_client.put_object(Bucket=BUCKET, Key=key, Body=b"{}")
+        else:
+            s3_client.delete_object(Bucket=BUCKET, Key=key)
+
+
+@pytest.fixture(autouse=True)
+def inputs_staged(request):
+    """Every launcher test starts with the dataset and the backbone staged, as after
+    prepare-data.ipynb; a test marked `unstaged` starts without them."""
+    if "fake_aws" not in request.fixturenames:
+        yield
+        return
+    fake_aws = request.getfixturevalue("fake_aws")
+    stage_inputs(fake_aws.client("s3"), staged=request.node.get_closest_marker("unstaged") is None)
+    yield
 
 
 @pytest.fixture

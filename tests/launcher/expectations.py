@@ -16,26 +16,29 @@ def assert_training_request(sent: dict, params: dict, data_source: str, instance
     run_pattern = re.escape(run_name) if run_name else rf"{data_source}-[0-9a-f]{{6}}"
     assert re.fullmatch(rf"{JOB_PREFIX}-{run_pattern}-\d{{14}}", name), name
     run = name.rsplit("-", 1)[0]
-    train = next(c for c in sent["InputDataConfig"] if c["ChannelName"] == "train")["DataSource"]
-    if data_source == "s3":
-        assert train == {"S3DataSource": {"S3DataType": "S3Prefix",
-                                          "S3Uri": f"s3://{BUCKET}/datasets/coco2017/",
-                                          "S3DataDistributionType": "FullyReplicated"}}
-    else:
-        fs_id, fs_type, path = {
-            "efs": (params["efs-id"], "EFS", "/datasets/coco2017"),
-            "fsx": (params["fsx-id"], "FSxLustre", f"/{params['fsx-mount-name']}/datasets/coco2017"),
-        }[data_source]
-        assert train == {"FileSystemDataSource": {
-            "FileSystemId": fs_id, "FileSystemType": fs_type, "FileSystemAccessMode": "ro",
-            "DirectoryPath": path}}
-    assert {c["ChannelName"] for c in sent["InputDataConfig"]} == set(job_io.TRAINING_CHANNELS)
+    channels = {c["ChannelName"]: c["DataSource"] for c in sent["InputDataConfig"]}
+    assert set(channels) == set(job_io.TRAINING_CHANNELS)
+    # Both inputs from the launch's data source, the backbone's checkpoint in pretrained/resnet50/.
+    for name, below in (("train", "datasets/coco2017"), ("pretrained", "pretrained/resnet50")):
+        if data_source == "s3":
+            assert channels[name] == {"S3DataSource": {
+                "S3DataType": "S3Prefix", "S3Uri": f"s3://{BUCKET}/{below}/",
+                "S3DataDistributionType": "FullyReplicated"}}
+        else:
+            fs_id, fs_type, root = {
+                "efs": (params["efs-id"], "EFS", ""),
+                "fsx": (params["fsx-id"], "FSxLustre", f"/{params['fsx-mount-name']}"),
+            }[data_source]
+            assert channels[name] == {"FileSystemDataSource": {
+                "FileSystemId": fs_id, "FileSystemType": fs_type, "FileSystemAccessMode": "ro",
+                "DirectoryPath": f"{root}/{below}"}}
     assert sent["VpcConfig"] == {"Subnets": params["subnet-ids"].split(","),
                                  "SecurityGroupIds": params["security-group-ids"].split(",")}
     hps = sent["HyperParameters"]
     assert hps["sagemaker_mpi_enabled"] == "true"
     assert hps["sagemaker_mpi_num_of_processes_per_host"] == str(ranks_per_host)
     assert hps["sagemaker_mpi_custom_mpi_options"] == "-x NCCL_DEBUG=WARN"
+    assert hps["batch_norm"] == "frozen"  # the default, sent explicitly
     spec = sent["AlgorithmSpecification"]
     assert spec["TrainingImage"] == params["training-image-uri"]
     assert spec["MetricDefinitions"] == job_metrics.METRIC_DEFINITIONS

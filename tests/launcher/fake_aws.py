@@ -2,7 +2,8 @@
 - record every CreateTrainingJob request exactly as sent (moto overwrites MetricDefinitions
   when it stores a job, so reading it back would not show what the launcher sent);
 - play the part of the job itself: a training job writes metric lines to its CloudWatch log
-  stream, the staging job writes the dataset's files into the data prefix;
+  stream, the staging job writes the dataset's files into the data prefix and the backbone
+  checkpoint into the pretrained prefix;
 - answer fsx:DescribeDataRepositoryAssociations, which moto lacks, from a table.
 """
 
@@ -103,6 +104,11 @@ class FakeAws:
                           Body=b"records")
             s3.put_object(Bucket=bucket, Key=prefix + job_io.DATASET_COMPLETE_MARKER,
                           Body=json.dumps({"num_classes": 91}).encode())
+            bucket, _, prefix = hps[job_io.STAGING_PRETRAINED_S3_URI][len("s3://"):].partition("/")
+            for backbone in hps[job_io.STAGING_BACKBONES].split(","):
+                for name in ("ckpt-28080.data-00000-of-00001", "ckpt-28080.index",
+                             job_io.PRETRAINED_COMPLETE_MARKER):
+                    s3.put_object(Bucket=bucket, Key=f"{prefix}{backbone}/{name}", Body=b"{}")
             return
         logs = self.client("logs")
         group = "/aws/sagemaker/TrainingJobs"

@@ -37,6 +37,7 @@ def test_dry_run_prints_the_request_as_it_would_be_sent_and_sends_nothing(fake_a
     assert result.returncode == 0, result.stderr
     request = json.loads(result.stdout)
     assert fake_aws.requests_since(before) == []
+    assert "batch norm: frozen" in result.stderr
     # The same checks as a real launch's request.
     assert_training_request(request, fake_aws.parameters, "fsx", "ml.p4d.24xlarge", 2, 8,
                             run_name="trial-2")
@@ -74,6 +75,7 @@ def test_wrong_ssm_path_is_named(fake_aws):
 def test_fsx_status_filters_by_the_file_system(fake_aws):
     result = cli(fake_aws, "fsx-status")
     assert result.returncode == 0, result.stderr
-    [association] = json.loads(result.stdout)
-    assert association["lifecycle"] == "AVAILABLE"
-    assert association["s3"].endswith("/datasets/coco2017/")
+    dataset, pretrained = json.loads(result.stdout)  # one association per prefix
+    assert dataset["lifecycle"] == pretrained["lifecycle"] == "AVAILABLE"
+    assert dataset["s3"].endswith("/datasets/coco2017/") and dataset["fsx_path"] == "/datasets/coco2017"
+    assert pretrained["s3"].endswith("/pretrained/") and pretrained["fsx_path"] == "/pretrained"

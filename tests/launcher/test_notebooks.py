@@ -9,7 +9,7 @@ import pytest
 from maskrcnn_contract import job_io
 from nbclient import NotebookClient
 
-from tests.launcher.conftest import BUCKET, NOTEBOOKS
+from tests.launcher.conftest import BUCKET, FSX_MOUNT_NAME, NOTEBOOKS
 from tests.launcher.expectations import assert_training_request
 
 NOTEBOOK_NAMES = ["prepare-data.ipynb", "mask-rcnn-s3.ipynb", "mask-rcnn-efs.ipynb",
@@ -69,8 +69,13 @@ def test_launch_notebook_sends_the_expected_request(fake_aws, source):
 
 def test_s3_notebook_with_the_users_choices(fake_aws):
     before = len(fake_aws.requests_since(0))
-    execute("mask-rcnn-s3.ipynb", {"INSTANCE_TYPE": "ml.p3dn.24xlarge", "INSTANCE_COUNT": 1,
-                                   "USE_SPOT": True, "HYPERPARAMETERS": {"max_steps": 500}})
+    output = execute("mask-rcnn-s3.ipynb", {"INSTANCE_TYPE": "ml.p3dn.24xlarge",
+                                            "INSTANCE_COUNT": 1, "USE_SPOT": True,
+                                            "HYPERPARAMETERS": {"max_steps": 500}})
+    # What the job trains from, printed before the launch.
+    assert f"backbone:   resnet50, ImageNet checkpoint from s3://{BUCKET}/pretrained/resnet50/" \
+        in output
+    assert "batch norm: frozen" in output
     sent = fake_aws.requests_since(before)
     assert len(sent) == 1
     assert_training_request(sent[0], fake_aws.parameters, "s3", "ml.p3dn.24xlarge", 1, 8,
@@ -85,6 +90,7 @@ def test_launch_notebook_stops_on_a_bad_hyperparameter(fake_aws):
     assert fake_aws.requests_since(before) == []
 
 
+@pytest.mark.unstaged
 def test_prepare_data_stages_syncs_reports_and_can_rerun(fake_aws):
     s3 = fake_aws.client("s3")
     assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET, Prefix="datasets/coco2017/")
@@ -99,13 +105,17 @@ def test_prepare_data_stages_syncs_reports_and_can_rerun(fake_aws):
     assert staging["AlgorithmSpecification"]["TrainingImage"] == params["training-image-uri"]
     assert staging["HyperParameters"]["sagemaker_program"] == job_io.STAGING_PROGRAM
     assert staging["HyperParameters"][job_io.STAGING_S3_URI] == f"s3://{BUCKET}/datasets/coco2017/"
+    assert staging["HyperParameters"][job_io.STAGING_PRETRAINED_S3_URI] == f"s3://{BUCKET}/pretrained/"
+    assert staging["HyperParameters"][job_io.STAGING_BACKBONES] == "resnet50"
+    assert "to stage COCO 2017" in first and "the resnet50 checkpoint" in first
     assert staging["VpcConfig"]["Subnets"] == params["subnet-ids"].split(",")
     assert staging["VpcConfig"]["SecurityGroupIds"] == params["security-group-ids"].split(",")
-    assert "DataSync: SUCCESS" in first
-    assert "dra-0123456789abcdef0: AVAILABLE" in first
+    assert "DataSync task 1/2: SUCCESS" in first and "DataSync task 2/2: SUCCESS" in first
+    assert "dra-0123456789abcdef0: AVAILABLE" in first and "dra-0123456789abcdef1: AVAILABLE" in first
+    assert f"s3://{BUCKET}/pretrained/ -> {FSX_MOUNT_NAME}:/pretrained" in first
     assert "auto-import NEW,CHANGED,DELETED" in first
 
     second = execute("prepare-data.ipynb")
     assert fake_aws.requests_since(before + 1) == []  # staged already: no second job
-    assert "already staged" in second
-    assert "DataSync: SUCCESS" in second
+    assert "are staged already" in second
+    assert "DataSync task 2/2: SUCCESS" in second

@@ -11,7 +11,7 @@ from maskrcnn_contract import ssm
 from maskrcnn_launcher import data_prep, instances, jobs, settings, submit, validation
 from maskrcnn_launcher.options import LaunchOptions, LaunchRequestError
 
-from tests.launcher.conftest import JOB_PREFIX
+from tests.launcher.conftest import BUCKET, FSX_MOUNT_NAME, JOB_PREFIX
 
 
 def sent(deployment, **options):
@@ -144,14 +144,20 @@ def test_missing_ssm_parameters_are_listed():
         settings.from_parameters("/x", {"region": "eu-west-2"})
 
 
-def test_datasync_follows_a_running_execution_instead_of_starting_another(fake_aws, deployment):
+def test_datasync_runs_every_task_following_a_running_execution_instead_of_starting_another(
+        fake_aws, deployment):
     client = fake_aws.client("datasync")
-    running = client.start_task_execution(TaskArn=deployment.datasync_task_arn)["TaskExecutionArn"]
+    dataset, pretrained = deployment.datasync_task_arns  # one task per prefix
+    running = client.start_task_execution(TaskArn=dataset)["TaskExecutionArn"]
     said = []
-    execution = data_prep.sync_to_efs(client, deployment, poll=0, echo=said.append)
-    assert execution["TaskExecutionArn"] == running
-    assert said[0].startswith("DataSync: following the execution already running")
-    assert said[-1] == "DataSync: SUCCESS"
+    executions = data_prep.sync_to_efs(client, deployment, poll=0, echo=said.append)
+    assert [e["TaskExecutionArn"] for e in executions][0] == running
+    assert executions[1]["TaskExecutionArn"].startswith(pretrained + "/execution/")
+    assert [e["Status"] for e in executions] == ["SUCCESS", "SUCCESS"]
+    assert said[0] == f"DataSync task 1/2 {dataset}: following the execution already running, {running}"
+    started = said.index("DataSync task 1/2: SUCCESS") + 1
+    assert said[started].startswith(f"DataSync task 2/2 {pretrained}: started ")
+    assert said[-1] == "DataSync task 2/2: SUCCESS"
 
 
 def test_console_links_use_the_partitions_console():
@@ -159,3 +165,64 @@ def test_console_links_use_the_partitions_console():
 
     assert follow.console_urls("eu-west-2", "j")["job"].startswith("https://eu-west-2.console.aws.amazon.com/")
     assert follow.console_urls("cn-north-1", "j")["job"].startswith("https://console.amazonaws.cn/")
+
+
+@pytest.mark.unstaged
+def test_a_launch_without_its_dataset_or_backbone_is_refused_before_sending(fake_aws, deployment):
+    before = len(fake_aws.requests_since(0))
+    with pytest.raises(LaunchRequestError) as refused:
+        sent(deployment, data_source="fsx")
+    message = str(refused.value)
+    assert f"s3://{BUCKET}/datasets/coco2017/dataset_info.json is missing" in message
+    assert f"no resnet50 checkpoint (.index and .data-*) in s3://{BUCKET}/pretrained/resnet50/" \
+        in message
+    assert "python -m maskrcnn_launcher stage-coco --wait" in message
+    # Half-staged: an .index without its data is no checkpoint yet (the staging job uploads the
+    # data first, so this is one that is still uploading or was cut short).
+    s3 = fake_aws.client("s3")
+    s3.put_object(Bucket=BUCKET, Key="datasets/coco2017/dataset_info.json", Body=b"{}")
+    s3.put_object(Bucket=BUCKET, Key="pretrained/resnet50/ckpt-28080.index", Body=b"x")
+    with pytest.raises(LaunchRequestError, match="no resnet50 checkpoint") as refused:
+        sent(deployment, data_source="s3")
+    assert "dataset_info.json" not in str(refused.value)
+    s3.put_object(Bucket=BUCKET, Key="pretrained/resnet50/ckpt-28080.data-00000-of-00001",
+                  Body=b"x")
+    assert sent(deployment, data_source="s3")["HyperParameters"]["batch_norm"] == "frozen"
+    assert fake_aws.requests_since(before) == []
+
+
+def test_a_backbone_without_a_published_checkpoint_is_refused_with_what_to_do(deployment):
+    with pytest.raises(LaunchRequestError) as refused:
+        sent(deployment, data_source="s3", hyperparameters={"backbone": "resnet101"})
+    message = str(refused.value)
+    assert "no resnet101 checkpoint" in message and "publishes no ImageNet checkpoint" in message
+    assert "--no-pretrained" in message and "stage-coco" not in message
+
+
+def test_without_pretrained_weights_the_launch_warns_and_synchronizes_batch_norm(deployment,
+                                                                               capsys):
+    request = sent(deployment, data_source="efs", use_pretrained=False)
+    assert [c["ChannelName"] for c in request["InputDataConfig"]] == ["train"]
+    assert request["HyperParameters"]["batch_norm"] == "sync"
+    said = capsys.readouterr().out
+    assert "warning: no pretrained backbone" in said and "37.7" in said
+    assert "batch_norm=sync" in said
+    assert jobs.describe_inputs(request)[1:] == [
+        "backbone:   resnet50, ImageNet checkpoint from nowhere (trained from scratch)",
+        "batch norm: sync"]
+    # Chosen explicitly, per_rank stays; frozen cannot work without pretrained statistics.
+    assert sent(deployment, data_source="efs", use_pretrained=False,
+                hyperparameters={"batch_norm": "per_rank"})["HyperParameters"]["batch_norm"] \
+        == "per_rank"
+    with pytest.raises(LaunchRequestError, match="batch_norm=frozen keeps the backbone's"):
+        sent(deployment, data_source="efs", use_pretrained=False,
+             hyperparameters={"batch_norm": "frozen"})
+
+
+def test_the_launch_says_what_the_job_trains_from(deployment):
+    request = sent(deployment, data_source="fsx")
+    lines = jobs.describe_inputs(request)
+    fsx = f"FSxLustre {deployment.fsx_id}:/{FSX_MOUNT_NAME}"
+    assert lines == [f"dataset:    {fsx}/datasets/coco2017",
+                     f"backbone:   resnet50, ImageNet checkpoint from {fsx}/pretrained/resnet50",
+                     "batch norm: frozen"]

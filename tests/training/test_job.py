@@ -157,6 +157,8 @@ def test_one_host_path_of_make_demo_trains_evaluates_and_exports(tmp_path):
                      timeout=600)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert "emulated hosts" not in run.stdout
+    # No pretrained backbone here: the demo synchronizes batch norm instead of freezing it.
+    assert "batch_norm: sync" in run.stdout
     assert re.search(r"^eval/segm_AP: [0-9.]+$", run.stdout, re.M)
     model = tmp_path / "opt_ml" / "model" / "1"
     assert f"SavedModel: {model}" in run.stdout and (model / "saved_model.pb").exists()
@@ -231,7 +233,8 @@ def test_corrupt_tfrecord_is_a_clear_error(runs, tmp_path):
     channel = runs["work"] / "dataset" / "train"
     opt_ml = _single_rank_layout(tmp_path, {"backbone": "resnet18", "model_preset": "compact",
                                             "image_size": "64", "max_steps": "3",
-                                            "mixed_precision": "false"}, {"train": channel})
+                                            "mixed_precision": "false", "batch_norm": "sync"},
+                                {"train": channel})
     shard = sorted(glob.glob(str(opt_ml / "input" / "data" / "train" / "tfrecords" / "train-*")))[0]
     with open(shard, "r+b") as f:
         f.seek(os.path.getsize(shard) // 2)

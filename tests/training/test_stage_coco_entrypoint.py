@@ -9,13 +9,12 @@ ENTRY_POINT = Path(__file__).resolve().parents[2] / "training_code" / "stage_coc
 
 
 def test_failure_exits_non_zero_and_writes_the_cause(tmp_path):
-    blocked = tmp_path / "not-a-directory"
-    blocked.write_text("a file where the work directory should go")
     env = {**os.environ, "OPT_ML_ROOT": str(tmp_path / "opt_ml")}
-    result = subprocess.run([sys.executable, str(ENTRY_POINT), "--work_dir", str(blocked / "work"),
-                             "--s3_uri", "s3://bucket/datasets/coco2017/"],
+    result = subprocess.run([sys.executable, str(ENTRY_POINT), "--work_dir", str(tmp_path / "work"),
+                             "--s3_uri", "bucket/datasets/coco2017/"],
                             env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 1
     failure = (tmp_path / "opt_ml" / "output" / "failure").read_text()
     assert failure.startswith("COCO staging failed: ")
-    assert "not-a-directory" in failure
+    assert "'bucket/datasets/coco2017/' is not an s3:// URI" in failure
+    assert not (tmp_path / "work").exists()

@@ -1,9 +1,10 @@
 """Data parallelism: the only module that imports Horovod.
 
 The rest of the job talks to `Backend`: rank and world size, the per-rank input context, a
-gradient tape whose gradients are averaged over ranks, broadcast from rank 0, and averaging or
-gathering values. A tf.distribute (MultiWorkerMirroredStrategy) backend could implement the same
-methods beside this one.
+gradient tape whose gradients are averaged over ranks, the batch-norm layer whose statistics are
+computed over all ranks, broadcast from rank 0, and averaging or gathering values. A tf.distribute
+(MultiWorkerMirroredStrategy) backend could implement the same methods beside this one; its
+synchronized batch norm would be tf_keras's own SyncBatchNormalization.
 """
 
 import hashlib
@@ -11,6 +12,45 @@ from typing import Any, List, Sequence
 
 import numpy as np
 import tensorflow as tf
+import tf_keras
+
+
+class HorovodSyncBatchNormalization(tf_keras.layers.BatchNormalization):
+    """tf_keras batch norm whose training statistics are those of the global batch: each rank's
+    sum, sum of squares and count are summed over the ranks with one Horovod allreduce in the
+    forward pass (gradients flow back through it), as horovod.tensorflow.sync_batch_norm does;
+    that class subclasses Keras 3's layer under TF 2.18, and Model Garden builds tf_keras layers.
+
+    Overrides `_calculate_mean_and_var`, as tf_keras's SyncBatchNormalization does for
+    tf.distribute; `synchronized=True` keeps the layer off fused batch norm, which would not call
+    it. Inference (and a layer with trainable=False) uses the moving statistics: no allreduce.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, synchronized=True, **kwargs)
+
+    def _calculate_mean_and_var(self, inputs, reduction_axes, keep_dims, mask=None):
+        import horovod.tensorflow as hvd
+
+        if mask is not None:
+            raise ValueError(f"{self.name}: masked inputs are not supported")
+        if hvd.size() == 1:
+            return self._no_sync_calculate_mean_and_var(inputs, reduction_axes, keep_dims)
+        # float32 under mixed precision too: call() casts `inputs` to the variables' dtype.
+        local_sum = tf.reduce_sum(inputs, axis=reduction_axes, keepdims=True)
+        local_squared_sum = tf.reduce_sum(tf.square(inputs), axis=reduction_axes, keepdims=True)
+        local_count = tf.cast(tf.size(inputs, tf.int64) // tf.size(local_sum, tf.int64),
+                              inputs.dtype)
+        total_sum, total_squared_sum, total_count = tf.unstack(hvd.allreduce(
+            tf.stack([local_sum, local_squared_sum, tf.fill(tf.shape(local_sum), local_count)]),
+            op=hvd.Sum))
+        mean = total_sum / total_count
+        # Var = E[x^2] - E[x]^2, clipped at 0 against rounding.
+        variance = tf.maximum(total_squared_sum / total_count - tf.square(mean), 0.0)
+        if not keep_dims:
+            mean = tf.squeeze(mean, reduction_axes)
+            variance = tf.squeeze(variance, reduction_axes)
+        return mean, variance
 
 
 class HorovodBackend:
@@ -45,6 +85,11 @@ class HorovodBackend:
     @property
     def is_chief(self) -> bool:
         return self.rank == 0
+
+    @property
+    def sync_batch_norm_layer(self) -> type:
+        """The tf_keras layer class for batch norm over the global batch (all ranks)."""
+        return HorovodSyncBatchNormalization
 
     def input_context(self) -> tf.distribute.InputContext:
         """Each rank reads its own 1/size of the files (or of the records if files are few)."""

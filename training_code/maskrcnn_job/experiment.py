@@ -3,9 +3,11 @@
 Starts from Model Garden's registered `maskrcnn_resnetfpn_coco` experiment and overrides what the
 hyperparameters choose. The `compact` preset is the configuration measured to learn in minutes
 on this project's 2-core CPU machines (small heads, 4 px anchors, few ROIs; figures in
-training_code/README.md).
+training_code/README.md). `build_model` builds the task's model with the distribution backend's
+synchronized batch norm.
 """
 
+import contextlib
 import dataclasses
 import glob
 import json
@@ -13,6 +15,8 @@ import math
 import os
 from typing import List, Optional
 
+import tf_keras
+from official.core import base_task
 from official.core import config_definitions as cfg
 from official.core import exp_factory
 from official.vision import registry_imports  # noqa: F401  (registers the vision experiments)
@@ -175,8 +179,11 @@ def build(hps: Hyperparameters, dataset: Dataset, num_ranks: int, use_gpu: bool,
     model.num_classes = dataset.num_classes
     model.input_size = [hps.image_size, hps.image_size, 3]
     model.backbone.resnet.model_id = int(hps.backbone[len("resnet"):])
-    # Horovod ranks keep their own batch statistics; sync BN needs a tf.distribute strategy.
-    model.norm_activation.use_sync_bn = False
+    # training_code/README.md, "Batch norm": `frozen` and `sync` synchronize every batch norm that
+    # learns statistics (build_model supplies the layer); `frozen` keeps the backbone's pretrained
+    # ones (Model Garden's bn_trainable=False: inference mode, gamma and beta not trained).
+    model.norm_activation.use_sync_bn = hps.batch_norm in ("frozen", "sync")
+    model.backbone.resnet.bn_trainable = hps.batch_norm != "frozen"
     data_dtype = "float16" if mixed else "float32"
     for data, pattern, training in ((task.train_data, dataset.train_files, True),
                                     (task.validation_data, dataset.val_files, False)):
@@ -196,3 +203,38 @@ def build(hps: Hyperparameters, dataset: Dataset, num_ranks: int, use_gpu: bool,
         schedule.optimization_config(hps.momentum))
     config.validate()
     return config
+
+
+@contextlib.contextmanager
+def _every_batch_norm_is(layer_class: type):
+    """While it is active, every batch-norm layer Model Garden creates is a `layer_class`.
+
+    Model Garden relies on a tf.distribute strategy to synchronize batch norm: the ResNet, its
+    blocks, the FPN and the heads create `tf_keras.layers.BatchNormalization(
+    synchronized=use_sync_bn)`, the RPN head `tf_keras.layers.experimental.SyncBatchNormalization`;
+    without a strategy (Horovod) both normalize per rank. And its factory does not pass
+    use_sync_bn to the mask head, which would stay per rank even under a strategy. Each module
+    looks the names up on `tf_keras.layers` when it builds, so both are replaced for the build
+    and restored after, instead of forking Model Garden.
+    """
+    layers = tf_keras.layers
+    stock, stock_sync = layers.BatchNormalization, layers.experimental.SyncBatchNormalization
+
+    def batch_normalization(*args, synchronized=None, **kwargs):
+        del synchronized  # every layer is synchronized
+        return layer_class(*args, **kwargs)
+
+    layers.BatchNormalization = layers.experimental.SyncBatchNormalization = batch_normalization
+    try:
+        yield
+    finally:
+        layers.BatchNormalization, layers.experimental.SyncBatchNormalization = stock, stock_sync
+
+
+def build_model(task: base_task.Task, sync_batch_norm_layer: type) -> tf_keras.Model:
+    """The task's model. With use_sync_bn (batch_norm `sync` or `frozen`) every batch-norm layer
+    is a `sync_batch_norm_layer`, the distribution backend's synchronized one."""
+    if not task.task_config.model.norm_activation.use_sync_bn:
+        return task.build_model()
+    with _every_batch_norm_is(sync_batch_norm_layer):
+        return task.build_model()

@@ -48,6 +48,7 @@ def build_trainer(env: sagemaker_env.JobEnvironment):
     hps = hyperparameters.parse_json_file(env.hyperparameters_file)
     train_channel = env.channel(job_io.TRAIN_CHANNEL)
     pretrained = env.optional_channel(job_io.PRETRAINED_CHANNEL)
+    hyperparameters.check_pretrained_channel(hps, has_pretrained=pretrained is not None)
 
     import tensorflow as tf  # only after the cheap checks: a bad input fails in a second
 

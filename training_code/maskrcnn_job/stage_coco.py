@@ -2,7 +2,9 @@
 
 Writes the `train` channel layout (see training_code/README.md) under an S3 prefix, by default
 the one the stacks use, `s3://<bucket>/datasets/coco2017/`. dataset_info.json is uploaded last: a
-prefix without it is incomplete. Runs anywhere with this package's requirements, or as a
+prefix without it is incomplete. First, with `pretrained_s3_uri`, the ImageNet backbone checkpoint
+goes to `<pretrained_s3_uri><backbone>/` (stage_backbone). Each part is skipped when its S3 prefix
+is complete, so the job can be re-run. Runs anywhere with this package's requirements, or as a
 SageMaker job with the training image (hyperparameter `sagemaker_program=stage_coco.py`, the
 destination as hyperparameter `s3_uri`, a volume of >= 100 GB: ~19 GB of archives, ~20 GB of
 images, ~20 GB of TFRecords), so no notebook disk is needed.
@@ -10,31 +12,25 @@ images, ~20 GB of TFRecords), so no notebook disk is needed.
 
 import argparse
 import dataclasses
-import hashlib
 import os
 import shutil
 import sys
-import urllib.request
 import zipfile
-from typing import Optional
+from typing import Optional, Sequence
 
-from maskrcnn_contract.job_io import DATASET_COMPLETE_MARKER, STAGING_S3_URI, STAGING_WORK_DIR
+from maskrcnn_contract.job_io import (DATASET_COMPLETE_MARKER, STAGING_BACKBONES,
+                                      STAGING_PRETRAINED_S3_URI, STAGING_S3_URI, STAGING_WORK_DIR)
 from tqdm import tqdm
 
+from maskrcnn_job import s3_upload, stage_backbone
+from maskrcnn_job.downloads import RemoteFile, StagingError, download  # noqa: F401  (re-exported)
+
 DEFAULT_PREFIX = "datasets/coco2017/"
-_CHUNK = 8 << 20
 
 
 @dataclasses.dataclass(frozen=True)
-class Archive:
-    url: str
-    size: int
-    md5: str
+class Archive(RemoteFile):
     extracts_to: str  # a directory the archive creates, to skip extracting twice
-
-    @property
-    def name(self) -> str:
-        return self.url.rsplit("/", 1)[1]
 
 
 COCO_2017 = (
@@ -45,54 +41,6 @@ COCO_2017 = (
     Archive("http://images.cocodataset.org/zips/train2017.zip",
             19336861798, "cced6f7f71b7629ddf16f17bbcfab6b2", "train2017"),
 )
-
-
-class StagingError(RuntimeError):
-    pass
-
-
-def _md5(path: str) -> str:
-    digest = hashlib.md5()  # noqa: S324  (the checksum COCO publishes)
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(_CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def download(archive: Archive, directory: str, progress: bool = True) -> str:
-    """Downloads to <name>.part, resuming it with an HTTP Range request; verifies size and MD5
-    before giving the file its final name. Returns the path."""
-    path = os.path.join(directory, archive.name)
-    if os.path.exists(path):
-        return path  # only verified files get the final name
-    os.makedirs(directory, exist_ok=True)
-    part = path + ".part"
-    have = os.path.getsize(part) if os.path.exists(part) else 0
-    if have > archive.size:
-        os.remove(part)
-        have = 0
-    if have < archive.size:
-        request = urllib.request.Request(archive.url, headers={"Range": f"bytes={have}-"})
-        with urllib.request.urlopen(request, timeout=60) as response:
-            if have and response.status != 206:  # the server ignored Range: start over
-                have = 0
-            with open(part, "ab" if have else "wb") as out, tqdm(
-                    total=archive.size, initial=have, unit="B", unit_scale=True,
-                    desc=archive.name, disable=not progress) as bar:
-                for block in iter(lambda: response.read(_CHUNK), b""):
-                    out.write(block)
-                    bar.update(len(block))
-    size = os.path.getsize(part)
-    if size != archive.size:
-        raise StagingError(f"{archive.url}: got {size} bytes, expected {archive.size}; "
-                           "run again to resume")
-    md5 = _md5(part)
-    if md5 != archive.md5:
-        os.remove(part)
-        raise StagingError(f"{archive.url}: MD5 {md5} != published {archive.md5}; the partial "
-                           "download was removed, run again")
-    os.replace(part, path)
-    return path
 
 
 def extract(archive_path: str, archive: Archive, coco_dir: str) -> None:
@@ -107,27 +55,19 @@ def extract(archive_path: str, archive: Archive, coco_dir: str) -> None:
     open(done, "w").close()
 
 
-def upload(channel_dir: str, s3_uri: str, client=None) -> int:
-    """Uploads the channel tree; dataset_info.json last. Returns the number of files."""
-    import boto3
-
-    if not s3_uri.startswith("s3://"):
-        raise StagingError(f"destination {s3_uri!r} is not an s3:// URI")
-    bucket, _, prefix = s3_uri[len("s3://"):].partition("/")
-    prefix = prefix.rstrip("/") + "/" if prefix else ""
-    client = client or boto3.client("s3")
-    files = sorted(os.path.relpath(os.path.join(root, name), channel_dir)
-                   for root, _, names in os.walk(channel_dir) for name in names)
-    files.sort(key=lambda rel: rel == DATASET_COMPLETE_MARKER)
-    for rel in tqdm(files, desc=f"upload to {s3_uri}", unit="file"):
-        client.upload_file(os.path.join(channel_dir, rel), bucket, prefix + rel)
-    return len(files)
-
-
 def stage(work_dir: str, s3_uri: Optional[str], workers: int, strict: bool = False,
-          archives=COCO_2017) -> str:
+          archives=COCO_2017, pretrained_s3_uri: Optional[str] = None,
+          backbones: Sequence[str] = stage_backbone.DEFAULT_BACKBONES) -> str:
+    """The backbone checkpoints first (small), then COCO; each skipped when its S3 prefix is
+    complete already. Returns the local channel directory ('' when COCO was skipped)."""
     from maskrcnn_job import coco_to_tfrecord
 
+    if pretrained_s3_uri:
+        for backbone in backbones:
+            stage_backbone.stage(backbone, work_dir, pretrained_s3_uri)
+    if s3_uri and s3_upload.exists(s3_uri, DATASET_COMPLETE_MARKER):
+        print(f"{s3_uri}{DATASET_COMPLETE_MARKER} exists: COCO 2017 is staged already")
+        return ""
     downloads = os.path.join(work_dir, "downloads")
     coco_dir = os.path.join(work_dir, "coco")
     channel = os.path.join(work_dir, "channel")
@@ -137,7 +77,7 @@ def stage(work_dir: str, s3_uri: Optional[str], workers: int, strict: bool = Fal
     coco_to_tfrecord.convert_coco_dir(coco_dir, channel, skip_invalid=not strict,
                                       workers=workers)
     if s3_uri:
-        upload(channel, s3_uri)
+        s3_upload.upload_directory(channel, s3_uri, last=DATASET_COMPLETE_MARKER)
     return channel
 
 
@@ -153,14 +93,24 @@ def main(argv=None) -> None:
                     else "build/coco2017")
     parser.add_argument("--work-dir", f"--{STAGING_WORK_DIR}", dest="work_dir", default=default_work,
                         help=f"downloads, images and TFRecords ({default_work})")
+    parser.add_argument("--pretrained-s3-uri", f"--{STAGING_PRETRAINED_S3_URI}",
+                        dest="pretrained_s3_uri",
+                        help="where the backbone checkpoints go, e.g. s3://<bucket>/pretrained/ "
+                        "(each in <backbone>/); none: no backbone")
+    parser.add_argument("--backbones", f"--{STAGING_BACKBONES}", dest="backbones",
+                        default=",".join(stage_backbone.DEFAULT_BACKBONES),
+                        help="comma-separated backbones whose ImageNet checkpoint to stage")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--strict", action="store_true",
                         help="fail on invalid annotations instead of skipping and reporting them")
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         print(f"ignoring arguments {unknown}", file=sys.stderr)
-    channel = stage(args.work_dir, args.s3_uri, args.workers, args.strict)
-    print(f"staged: {channel}" + (f" -> {args.s3_uri}" if args.s3_uri else ""))
+    backbones = [b.strip() for b in args.backbones.split(",") if b.strip()]
+    channel = stage(args.work_dir, args.s3_uri, args.workers, args.strict,
+                    pretrained_s3_uri=args.pretrained_s3_uri, backbones=backbones)
+    if channel:
+        print(f"staged: {channel}" + (f" -> {args.s3_uri}" if args.s3_uri else ""))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
+import tf_keras
 from official.modeling import optimization, performance
 from official.vision.tasks import maskrcnn
 
@@ -68,7 +69,15 @@ class Trainer:
         self.mixed = self.config.runtime.mixed_precision_dtype == "float16"
         performance.set_mixed_precision_policy(self.config.runtime.mixed_precision_dtype)
         self.task = maskrcnn.MaskRCNNTask(self.config.task, logging_dir=paths.output_data_dir)
-        self.model = self.task.build_model()
+        self.model = experiment.build_model(self.task, backend.sync_batch_norm_layer)
+        # What can differ between ranks: batch-norm moving statistics (per_rank; under sync, by
+        # rounding at most). Not the frozen layers' (batch_norm=frozen): the same on every rank,
+        # and an average of equal values rounds them when the number of ranks is not a power of 2.
+        frozen = {variable.ref() for layer in self.model.submodules
+                  if isinstance(layer, tf_keras.layers.Layer) and not layer.trainable
+                  for variable in layer.weights}
+        self._per_rank_state = [v for v in self.model.non_trainable_variables
+                                if v.ref() not in frozen]
         if paths.init_checkpoint and backend.is_chief:
             self.task.initialize(self.model)  # the broadcast below hands it to the other ranks
         factory = optimization.OptimizerFactory(self.config.trainer.optimizer_config)
@@ -160,8 +169,9 @@ class Trainer:
         return {name: losses[name] for name in LOSS_NAMES}
 
     def _synchronize_state(self) -> None:
-        """Batch-norm moving statistics are per rank; average them before saving or evaluating."""
-        self.backend.average_variables(self.model.non_trainable_variables)
+        """Batch-norm moving statistics may differ between ranks; averaged before saving or
+        evaluating."""
+        self.backend.average_variables(self._per_rank_state)
 
     def _save_checkpoint(self) -> None:
         self._synchronize_state()

@@ -1,0 +1,217 @@
+"""Test-only program, one process per rank under mpirun (test_batch_norm.py): what each
+`batch_norm` mode does to the batch-norm layers, observed on every rank.
+
+Every rank gets different data. Rank 0 writes $BN_TEST_OUT/results.json with the observations the
+tests assert on:
+- `layer`: the backend's synchronized layer and tf_keras's stock one, 3 training steps each: the
+  moving statistics of every rank against what the concatenation of both ranks' inputs gives,
+  and the input gradients against the stock layer on that concatenation.
+- `sync`, `frozen`: the job's Trainer (ResNet-18, compact heads, 64 px), 3 steps each: the class
+  of every batch-norm layer, which layers' statistics differ between ranks or moved, and the
+  backbone's first layer against the global batch's statistics. `frozen` restores a backbone
+  checkpoint written from the `sync` model, its batch-norm weights set to distinctive values.
+- `per_rank`: the classes only (the per-rank layer's failing the checks is shown by `layer`;
+  tracing another training step would add half a minute).
+"""
+
+import hashlib
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+import tf_keras
+from tf_keras.src.layers.normalization.batch_normalization import BatchNormalizationBase
+
+from maskrcnn_contract import hyperparameters
+from maskrcnn_job import distributed, experiment, trainer
+
+STEPS = 3
+PARTS = ("backbone", "decoder", "rpn_head", "detection_head", "mask_head")
+
+
+def _global_moments(backend, x: np.ndarray, axes) -> tuple:
+    """Mean and (biased) variance over every rank's `x`, as if concatenated."""
+    parts = backend.gather_objects(x.astype(np.float64))
+    everything = np.concatenate(parts, axis=0)
+    return everything.mean(axis=axes), everything.var(axis=axes)
+
+
+def _moving(layer) -> list:
+    return [layer.moving_mean.numpy(), layer.moving_variance.numpy()]
+
+
+def _error_vs_global(layer, previous, mean, variance) -> float:
+    """Largest relative difference of the layer's moving statistics from the moving average
+    that the global batch's statistics give."""
+    expected = [layer.momentum * p + (1 - layer.momentum) * g
+                for p, g in zip(previous, (mean, variance))]
+    return max(float(np.max(np.abs(a - e) / (np.abs(e) + 1e-3)))
+               for a, e in zip(_moving(layer), expected))
+
+
+def _same_on_every_rank(backend, arrays) -> bool:
+    digest = hashlib.sha256(b"".join(np.ascontiguousarray(a).tobytes() for a in arrays))
+    return len(set(backend.gather_objects(digest.hexdigest()))) == 1
+
+
+def layer_steps(backend, layer) -> list:
+    """3 steps of `layer` on this rank's inputs (shifted and scaled by rank)."""
+    rng = np.random.default_rng(backend.rank)
+    reference = tf_keras.layers.BatchNormalization(momentum=layer.momentum, fused=False)
+
+    @tf.function
+    def step(x, w):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(layer(x, training=True) * w)
+        return tape.gradient(loss, x)
+
+    observed = []
+    for _ in range(STEPS):
+        x = rng.normal(backend.rank, 1 + backend.rank, (2, 4, 4, 3)).astype(np.float32)
+        w = rng.normal(size=x.shape).astype(np.float32)
+        previous = _moving(layer) if layer.built else [np.zeros(3), np.ones(3)]
+        gradient = step(tf.constant(x), tf.constant(w)).numpy()
+        mean, variance = _global_moments(backend, x, (0, 1, 2))
+        # The gradient of the sum of every rank's loss, on the concatenated batch, sliced.
+        x_all = tf.constant(np.concatenate(backend.gather_objects(x)))
+        with tf.GradientTape() as tape:
+            tape.watch(x_all)
+            loss = tf.reduce_sum(reference(x_all, training=True)
+                                 * np.concatenate(backend.gather_objects(w)))
+        expected_gradient = tape.gradient(loss, x_all).numpy()[2 * backend.rank:][:2]
+        observed.append({
+            "same_on_every_rank": _same_on_every_rank(backend, _moving(layer)),
+            "error_vs_global": _error_vs_global(layer, previous, mean, variance),
+            "gradient_error": max(backend.gather_objects(
+                float(np.max(np.abs(gradient - expected_gradient))))),
+        })
+    return observed
+
+
+def _batch_norm_layers(model) -> dict:
+    """{part of the model: its batch-norm layers}."""
+    layers = {}
+    for part in PARTS:
+        modules = getattr(model, part)
+        for module in modules if isinstance(modules, list) else [modules]:
+            layers.setdefault(part, []).extend(
+                m for m in module.submodules if isinstance(m, BatchNormalizationBase))
+    return layers
+
+
+def build_trainer(backend, batch_norm, work_dir, init_checkpoint=None) -> trainer.Trainer:
+    hps = hyperparameters.parse({
+        "backbone": "resnet18", "model_preset": "compact", "image_size": 64,
+        "mixed_precision": False, "batch_norm": batch_norm, "max_steps": STEPS,
+        "warmup_steps": 0, "base_learning_rate": 0.01})
+    directory = os.path.join(work_dir, batch_norm, f"rank-{backend.rank}")
+    paths = trainer.Paths(checkpoint_dir=os.path.join(directory, "checkpoints"),
+                          model_dir=os.path.join(directory, "model"),
+                          output_data_dir=os.path.join(directory, "output"),
+                          init_checkpoint=init_checkpoint)
+    dataset = experiment.Dataset.from_channel(os.environ["BN_TEST_CHANNEL"])
+    job = trainer.Trainer(hps, dataset, backend, paths)
+    job.start()
+    return job
+
+
+def describe(job) -> dict:
+    """The batch-norm layers of `job`'s model: their classes and names by part, the frozen ones."""
+    layers = _batch_norm_layers(job.model)
+    trainable = {v.ref() for v in job.model.trainable_variables}
+    in_parts = {id(l) for part in PARTS for l in layers[part]}
+    return {
+        "classes": {part: sorted({type(l).__name__ for l in layers[part]}) for part in PARTS},
+        "layers": {part: [l.name for l in layers[part]] for part in PARTS},
+        "elsewhere": [m.name for m in job.model.submodules
+                      if isinstance(m, BatchNormalizationBase) and id(m) not in in_parts],
+        "frozen": [l.name for part in PARTS for l in layers[part]
+                   if not l.trainable and not any(v.ref() in trainable for v in l.weights)],
+    }
+
+
+def model_steps(backend, job) -> dict:
+    """Trains STEPS steps; what the batch-norm layers did, per step."""
+    layers = _batch_norm_layers(job.model)
+    every = [layer for part in PARTS for layer in layers[part]]
+    # The backbone's first batch norm normalizes its first convolution's output, which the
+    # batch-norm mode does not change: its global statistics can be computed from the images.
+    first = next(l for l in job.model.backbone.layers if isinstance(l, BatchNormalizationBase))
+    first_input = tf_keras.Model(job.model.backbone.inputs, first.input)
+    convolutions = [v for v in job.model.backbone.trainable_variables if "kernel" in v.name]
+    kernels_before = [v.numpy() for v in convolutions]
+    iterator = job.training_iterator()
+    steps = []
+    for _ in range(STEPS):
+        images, labels = next(iterator)
+        before = [_moving(layer) for layer in every]
+        previous = _moving(first)
+        mean, variance = _global_moments(backend, first_input(images).numpy(), (0, 1, 2))
+        job.train_step(images, labels)
+        steps.append({
+            "differ_between_ranks": [layer.name for layer in every
+                                     if not _same_on_every_rank(backend, _moving(layer))],
+            "moved": [layer.name for layer, old in zip(every, before)
+                      if any(not np.array_equal(a, b) for a, b in zip(_moving(layer), old))],
+            "first_error_vs_global": _error_vs_global(first, previous, mean, variance),
+        })
+    return {
+        **describe(job),
+        "steps": steps,
+        "backbone_kernels_moved": sum(not np.array_equal(v.numpy(), before)
+                                      for v, before in zip(convolutions, kernels_before)),
+        "backbone_kernels": len(convolutions),
+    }
+
+
+def write_pretrained_backbone(backend, job, prefix) -> list:
+    """Rank 0 writes `job`'s backbone as a pretrained checkpoint, its batch-norm weights set to
+    values no training would give; returns them (every rank, in layer order)."""
+    rng = np.random.default_rng(7)
+    layers = _batch_norm_layers(job.model)["backbone"]
+    values = [[rng.uniform(0.5, 1.5, v.shape).astype(np.float32) for v in l.weights]
+              for l in layers]
+    if backend.is_chief:
+        for layer, arrays in zip(layers, values):
+            for variable, array in zip(layer.weights, arrays):
+                variable.assign(array)
+        tf.train.Checkpoint(backbone=job.model.backbone).write(prefix)
+    backend.gather_objects("written")
+    return values
+
+
+def frozen_backbone_unchanged(job, values) -> bool:
+    layers = _batch_norm_layers(job.model)["backbone"]
+    return all(np.array_equal(v.numpy(), a)
+               for layer, arrays in zip(layers, values) for v, a in zip(layer.weights, arrays))
+
+
+def main():
+    tf.config.threading.set_intra_op_parallelism_threads(1)  # one core per rank, as local_run
+    backend = distributed.HorovodBackend()
+    work_dir = os.environ["BN_TEST_OUT"]
+    results = {"ranks": backend.size, "layer": {
+        "sync": layer_steps(backend, backend.sync_batch_norm_layer(momentum=0.9)),
+        "per_rank": layer_steps(backend, tf_keras.layers.BatchNormalization(momentum=0.9)),
+    }}
+    sync = build_trainer(backend, "sync", work_dir)
+    results["sync"] = model_steps(backend, sync)
+
+    values = write_pretrained_backbone(backend, sync, os.path.join(work_dir, "pretrained", "ckpt"))
+    frozen = build_trainer(backend, "frozen", work_dir,
+                           init_checkpoint=os.path.join(work_dir, "pretrained", "ckpt"))
+    restored = frozen_backbone_unchanged(frozen, values)
+    results["frozen"] = model_steps(backend, frozen)
+    results["frozen"]["backbone_is_the_pretrained_one"] = backend.gather_objects(
+        [restored, frozen_backbone_unchanged(frozen, values)])
+
+    results["per_rank"] = describe(build_trainer(backend, "per_rank", work_dir))
+    if backend.is_chief:
+        with open(os.path.join(work_dir, "results.json"), "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

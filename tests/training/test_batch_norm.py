@@ -1,0 +1,102 @@
+"""The `batch_norm` modes on 2 ranks under mpirun and Horovod, and the job's refusal of `frozen`
+without a pretrained backbone.
+
+One mpirun (module-scoped) runs batch_norm_ranks.py in each rank: the synchronized layer on its
+own, then the job's Trainer in each mode (3 training steps with sync and with frozen), every rank
+on different data; the tests assert on what rank 0 wrote. The per-rank layer's observations show
+that the checks can fail.
+"""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from maskrcnn_job import coco_to_tfrecord, local_run
+
+from .test_job import _single_rank_layout, _train_single_rank
+
+RANKS_PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "batch_norm_ranks.py")
+SYNC = "HorovodSyncBatchNormalization"
+HEADS = ("decoder", "rpn_head", "detection_head", "mask_head")
+
+
+@pytest.fixture(scope="module")
+def results(small_coco, tmp_path_factory):
+    work = tmp_path_factory.mktemp("batch_norm")
+    channel = work / "train"
+    coco_to_tfrecord.convert_coco_dir(small_coco, str(channel), progress=False)
+    command = local_run.mpirun_command(
+        2, {"BN_TEST_OUT": str(work), "BN_TEST_CHANNEL": str(channel)}, RANKS_PROGRAM)
+    run = subprocess.run(command, capture_output=True, text=True, timeout=900,
+                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    results = json.loads((work / "results.json").read_text())
+    assert results["ranks"] == 2
+    return results
+
+
+def test_sync_layer_uses_the_global_batch_statistics_and_gradients(results):
+    for step in results["layer"]["sync"]:
+        assert step["same_on_every_rank"]
+        # moving = momentum * previous + (1 - momentum) * statistic of both ranks' inputs
+        assert step["error_vs_global"] < 1e-5
+        # The gradient flows through the allreduce: the concatenated batch's, to float precision.
+        assert step["gradient_error"] < 1e-4
+
+
+def test_a_per_rank_layer_fails_the_same_checks(results):
+    for step in results["layer"]["per_rank"]:
+        assert not step["same_on_every_rank"]
+        assert step["error_vs_global"] > 0.01
+        assert step["gradient_error"] > 1e-3
+
+
+def test_sync_every_batch_norm_of_the_model_is_synchronized(results):
+    sync = results["sync"]
+    assert all(sync["layers"][part] for part in sync["layers"]), sync["layers"]
+    assert sync["elsewhere"] == []  # every batch norm of the model is in one of these parts
+    assert sync["classes"] == {part: [SYNC] for part in sync["layers"]}
+    assert sync["frozen"] == []
+    every = [name for names in sync["layers"].values() for name in names]
+    for step in sync["steps"]:
+        assert step["differ_between_ranks"] == []
+        assert sorted(step["moved"]) == sorted(every)
+        assert step["first_error_vs_global"] < 1e-4
+
+
+def test_frozen_keeps_the_pretrained_backbone_statistics_and_syncs_the_rest(results):
+    frozen = results["frozen"]
+    backbone = frozen["layers"]["backbone"]
+    # Restored from the checkpoint, and unchanged by training, on both ranks.
+    assert frozen["backbone_is_the_pretrained_one"] == [[True, True], [True, True]]
+    # Inference mode, gamma and beta not trained.
+    assert sorted(frozen["frozen"]) == sorted(backbone)
+    heads = [name for part in HEADS for name in frozen["layers"][part]]
+    assert {part: frozen["classes"][part] for part in HEADS} == {part: [SYNC] for part in HEADS}
+    for step in frozen["steps"]:
+        assert step["differ_between_ranks"] == []
+        assert sorted(step["moved"]) == sorted(heads)
+    # The other weights train.
+    assert frozen["backbone_kernels_moved"] == frozen["backbone_kernels"] > 0
+
+
+def test_per_rank_keeps_model_gardens_own_layers(results):
+    """Today's behaviour: tf_keras's layer, each rank's own statistics (which the per_rank layer
+    test shows the checks above catch)."""
+    per_rank = results["per_rank"]
+    assert per_rank["classes"] == {part: ["BatchNormalization"] for part in per_rank["classes"]}
+    assert per_rank["frozen"] == []
+
+
+def test_frozen_without_a_pretrained_channel_is_refused_with_the_fix(tmp_path):
+    """The default (no batch_norm hyperparameter) is frozen; the job has no `pretrained` channel."""
+    dataset = tmp_path / "dataset"
+    dataset.mkdir()
+    opt_ml = _single_rank_layout(tmp_path, {}, {"train": dataset})
+    result = _train_single_rank(opt_ml)
+    assert result.returncode != 0
+    failure = (opt_ml / "output" / "failure").read_text()
+    assert "HyperparameterError: batch_norm=frozen" in failure, failure
+    assert "`pretrained` channel" in failure and "batch_norm=sync" in failure

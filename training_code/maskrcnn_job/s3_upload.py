@@ -1,0 +1,48 @@
+"""Uploads a directory under an S3 prefix with its completeness marker last, and checks markers."""
+
+import os
+from typing import Tuple
+
+from tqdm import tqdm
+
+from maskrcnn_job.downloads import StagingError
+
+
+def split_s3_uri(s3_uri: str) -> Tuple[str, str]:
+    """'s3://bucket/a/b' -> ('bucket', 'a/b/'): a key prefix ending in '/' (or '' for the root)."""
+    if not s3_uri.startswith("s3://") or len(s3_uri) <= len("s3://"):
+        raise StagingError(f"destination {s3_uri!r} is not an s3:// URI")
+    bucket, _, prefix = s3_uri[len("s3://"):].partition("/")
+    return bucket, prefix.rstrip("/") + "/" if prefix else ""
+
+
+def _client(client):
+    import boto3
+
+    return client or boto3.client("s3")
+
+
+def exists(s3_uri: str, name: str, client=None) -> bool:
+    """Whether the object `name` exists under the prefix `s3_uri`."""
+    bucket, prefix = split_s3_uri(s3_uri)
+    client = _client(client)
+    try:
+        client.head_object(Bucket=bucket, Key=prefix + name)
+        return True
+    except client.exceptions.ClientError as error:
+        if error.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound"):
+            return False
+        raise
+
+
+def upload_directory(directory: str, s3_uri: str, last: str, client=None) -> int:
+    """Uploads the tree under the prefix, the file `last` (the marker that says the prefix is
+    complete) at the very end. Returns the number of files."""
+    bucket, prefix = split_s3_uri(s3_uri)
+    client = _client(client)
+    files = sorted(os.path.relpath(os.path.join(root, name), directory)
+                   for root, _, names in os.walk(directory) for name in names)
+    files.sort(key=lambda rel: rel == last)
+    for rel in tqdm(files, desc=f"upload to {s3_uri}", unit="file"):
+        client.upload_file(os.path.join(directory, rel), bucket, prefix + rel)
+    return len(files)
