@@ -14,6 +14,7 @@ from typing import Any, Dict, Mapping, Tuple
 BACKBONES = ("resnet18", "resnet34", "resnet50", "resnet101")
 MODEL_PRESETS = ("standard", "compact")
 BATCH_NORMS = ("frozen", "sync", "per_rank")
+DISTRIBUTIONS = ("horovod", "multi_worker_mirrored", "parameter_server")
 
 # Hyperparameters that SageMaker and its training toolkit add themselves; they are not ours to
 # validate, and the toolkit's MPI runner consumes them before our program starts.
@@ -44,6 +45,14 @@ class Hyperparameters:
         "`pretrained` channel), the FPN and heads use `sync`. `sync`: every layer normalizes over "
         "the global batch (all ranks). `per_rank`: over each rank's own images.",
         choices=BATCH_NORMS)
+    distribution: str = _field(
+        "horovod",
+        "How the ranks share the work (training_code/README.md, \"Distribution\"). `horovod`: "
+        "synchronous allreduce over MPI, one rank per GPU. `multi_worker_mirrored`: TensorFlow's "
+        "MultiWorkerMirroredStrategy, synchronous, one process per host using all its GPUs. "
+        "`parameter_server`: TensorFlow's ParameterServerStrategy, asynchronous, a worker and a "
+        "parameter server per host, the coordinator on the first (2 or more hosts).",
+        choices=DISTRIBUTIONS)
     image_size: int = _field(1024, "Square input size in pixels (images are resized and padded).",
                              minimum=64)
     images_per_gpu: int = _field(2, "Images per rank (one rank per GPU) and step.", minimum=1)
@@ -162,6 +171,16 @@ def check_pretrained_channel(hps: Hyperparameters, has_pretrained: bool) -> None
             "has no `pretrained` channel: stage the backbone's ImageNet checkpoint and send it as "
             "the `pretrained` channel, or choose batch_norm=sync (every batch norm then learns "
             "its statistics, over all ranks)")
+
+
+def check_distribution(hps: Hyperparameters) -> None:
+    """What the distribution allows of the other hyperparameters (the job checks at start, the
+    launcher before it sends)."""
+    if hps.distribution == "parameter_server" and hps.batch_norm == "sync":
+        raise HyperparameterError(
+            "batch_norm=sync normalizes over the global batch of a synchronous step, and "
+            "distribution=parameter_server has none (each worker updates on its own): choose "
+            "batch_norm=frozen (with the pretrained backbone) or batch_norm=per_rank")
 
 
 def decode(raw: Mapping[str, Any]) -> Dict[str, Any]:

@@ -45,3 +45,28 @@ def mpi_hyperparameters(processes_per_host: int,
     return {"sagemaker_mpi_enabled": "true",
             "sagemaker_mpi_num_of_processes_per_host": str(processes_per_host),
             "sagemaker_mpi_custom_mpi_options": custom_mpi_options}
+
+
+# MultiWorkerMirroredStrategy: the TensorFlow training toolkit of the DLC writes TF_CONFIG (one
+# worker per host, port 8890) and starts one process per host when this is set
+# (sagemaker_tensorflow_container/training.py, _build_tf_config_for_mwms).
+MWMS_TOOLKIT_FLAG = "sagemaker_multi_worker_mirrored_strategy_enabled"
+
+
+def distribution_hyperparameters(distribution: str, processes_per_host: int,
+                                 custom_mpi_options: str = DEFAULT_MPI_OPTIONS) -> dict:
+    """The platform hyperparameters that make the toolkit start the job as `distribution` needs:
+    - horovod: mpirun, `processes_per_host` ranks per host;
+    - multi_worker_mirrored: the toolkit's TF_CONFIG, one process per host;
+    - parameter_server: nothing. The toolkit runs train.py once per host, and the job builds its
+      own TF2 cluster from resourceconfig.json (the toolkit's `sagemaker_parameter_server_enabled`
+      cluster is TF1's: a `master` task TF2's ParameterServerStrategy rejects; see
+      training_code/README.md, "Distribution")."""
+    if distribution == "horovod":
+        return mpi_hyperparameters(processes_per_host, custom_mpi_options)
+    if distribution == "multi_worker_mirrored":
+        return {MWMS_TOOLKIT_FLAG: "true"}
+    if distribution == "parameter_server":
+        return {}
+    raise ValueError(f"distribution {distribution!r}: expected horovod, multi_worker_mirrored "
+                     "or parameter_server")

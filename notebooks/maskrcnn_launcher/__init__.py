@@ -8,10 +8,11 @@ import status). Importing the package does not import the SDK; `jobs` and `submi
 """
 
 from maskrcnn_launcher.instances import GPUS_PER_INSTANCE, InstanceTypeError, processes_per_host
-from maskrcnn_launcher.options import DATA_SOURCES, LaunchOptions, LaunchRequestError
+from maskrcnn_launcher.options import (DATA_SOURCES, DISTRIBUTIONS, LaunchOptions,
+                                       LaunchRequestError)
 from maskrcnn_launcher.settings import Deployment, SettingsError, connect
 
 __all__ = [
-    "DATA_SOURCES", "Deployment", "GPUS_PER_INSTANCE", "InstanceTypeError", "LaunchOptions",
-    "LaunchRequestError", "SettingsError", "connect", "processes_per_host",
+    "DATA_SOURCES", "DISTRIBUTIONS", "Deployment", "GPUS_PER_INSTANCE", "InstanceTypeError",
+    "LaunchOptions", "LaunchRequestError", "SettingsError", "connect", "processes_per_host",
 ]

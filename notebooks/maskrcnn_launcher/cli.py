@@ -1,6 +1,7 @@
 """Command line: the notebooks' steps without Jupyter, e.g. from a pipeline.
 
-    python -m maskrcnn_launcher launch --data-source fsx --instances 2 [--dry-run] [--wait]
+    python -m maskrcnn_launcher launch --data-source fsx --instances 2 [--distribution D]
+                                       [--dry-run] [--wait]
     python -m maskrcnn_launcher stage-coco | sync-efs | fsx-status | follow <job>
 
 Exit status 2 with a message naming the bad value when the request is invalid.
@@ -11,7 +12,7 @@ import json
 import sys
 
 from maskrcnn_launcher import data_prep, follow, instances, settings
-from maskrcnn_launcher.options import DATA_SOURCES, LaunchOptions, LaunchRequestError
+from maskrcnn_launcher.options import DATA_SOURCES, DISTRIBUTIONS, LaunchOptions, LaunchRequestError
 
 
 def _hyperparameter(text: str):
@@ -35,8 +36,14 @@ def parser() -> argparse.ArgumentParser:
                         help=f"default {defaults.instance_type}; known GPU counts: "
                         + ", ".join(f"{k}={v}" for k, v in instances.GPUS_PER_INSTANCE.items()))
     launch.add_argument("--instances", type=int, default=defaults.instance_count)
+    launch.add_argument("--distribution", choices=DISTRIBUTIONS,
+                        help="how the instances share the work (default: the `distribution` "
+                        "hyperparameter if given, else horovod). horovod: synchronous, one MPI "
+                        "rank per GPU; multi_worker_mirrored: synchronous, TensorFlow's "
+                        "collectives, one process per instance; parameter_server: asynchronous, "
+                        "2 or more instances (notebooks/README.md)")
     launch.add_argument("--processes-per-host", type=int,
-                        help="Horovod ranks per instance (default: its GPU count)")
+                        help="Horovod ranks per instance (default: its GPU count); horovod only")
     launch.add_argument("--hp", type=_hyperparameter, action="append", default=[],
                         metavar="NAME=VALUE", help="training hyperparameter (repeatable)")
     launch.add_argument("--spot", action="store_true", help="managed spot training")
@@ -77,7 +84,8 @@ def run(args) -> None:
 
         options = LaunchOptions(
             data_source=args.data_source, instance_type=args.instance_type,
-            instance_count=args.instances, processes_per_host=args.processes_per_host,
+            instance_count=args.instances, distribution=args.distribution,
+            processes_per_host=args.processes_per_host,
             hyperparameters=dict(args.hp), use_spot=args.spot, max_run_hours=args.max_run_hours,
             volume_size_gb=args.volume_gb, use_pretrained=not args.no_pretrained,
             run_name=args.run_name)

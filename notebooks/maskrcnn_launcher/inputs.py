@@ -66,10 +66,12 @@ def backbone_staged(s3_client, deployment: Deployment, backbone: str) -> bool:
 
 
 def check_training_inputs(s3_client, deployment: Deployment, options: LaunchOptions,
+                          distribution: str = hyperparameters.Hyperparameters.distribution,
                           echo: Callable[[str], None] = print) -> Dict[str, object]:
     """Raises LaunchRequestError naming each missing input and how to stage it. Returns the
-    hyperparameters to send: the user's, with `batch_norm` made explicit (`sync` when there is
-    no pretrained backbone and the user chose none: frozen statistics need pretrained ones)."""
+    hyperparameters to send: the user's, with `batch_norm` made explicit (when there is no
+    pretrained backbone and the user chose none: frozen statistics need pretrained ones, so
+    `sync`, or `per_rank` under parameter servers, which have no global batch to sync over)."""
     hps = effective_hyperparameters(options)
     problems, stageable = [], False
     if not dataset_staged(s3_client, deployment):
@@ -94,9 +96,15 @@ def check_training_inputs(s3_client, deployment: Deployment, options: LaunchOpti
     else:
         echo(FROM_SCRATCH_WARNING)
         if chosen is None:  # a frozen choice is refused by validation, with the request
-            batch_norm = "sync"
-            echo("batch_norm=sync: without pretrained statistics the backbone's batch norm "
-                 "cannot be frozen")
+            if distribution == "parameter_server":
+                batch_norm = "per_rank"
+                echo("batch_norm=per_rank: without pretrained statistics the backbone's batch "
+                     "norm cannot be frozen, and parameter servers have no synchronous step to "
+                     "normalize over the global batch")
+            else:
+                batch_norm = "sync"
+                echo("batch_norm=sync: without pretrained statistics the backbone's batch norm "
+                     "cannot be frozen")
     if problems:
         how = f"\nTo stage the dataset and the backbone: {STAGE_COMMAND}" if stageable else ""
         raise LaunchRequestError("cannot launch:\n  - " + "\n  - ".join(problems) + how)

@@ -1,9 +1,10 @@
 """The SageMaker SDK 3 objects of a launch, built once from the deployment and the user's options.
 
-A launch is a `ModelTrainer` (the training image, the toolkit's MPI runner, the deployment's VPC,
-roles, bucket and key) plus what the launcher must know before it is sent: its kind and its run
-name. The SDK names the job `<run name>-<time>` when it sends it; everything that depends on the
-name (the checkpoint location) is derived from the run name, so nothing is renamed afterwards.
+A launch is a `ModelTrainer` (the training image, the toolkit's hyperparameters of its
+distribution, the deployment's VPC, roles, bucket and key) plus what the launcher must know
+before it is sent: its kind and its run name. The SDK names the job `<run name>-<time>` when it
+sends it; everything that depends on the name (the checkpoint location) is derived from the run
+name, so nothing is renamed afterwards.
 `submit.send` validates the request the SDK actually sends.
 """
 
@@ -16,7 +17,7 @@ from typing import Callable, Optional
 from maskrcnn_contract import job_io, metrics
 from maskrcnn_contract.hyperparameters import Hyperparameters
 
-from maskrcnn_launcher import inputs, instances, submit
+from maskrcnn_launcher import inputs, instances, submit, validation
 from maskrcnn_launcher.options import DATA_SOURCES, LaunchOptions, LaunchRequestError
 from maskrcnn_launcher.settings import Deployment
 from maskrcnn_launcher.validation import STAGING, TRAINING
@@ -105,18 +106,34 @@ def _channel_location(channel: dict) -> str:
     return f"{fs['FileSystemType']} {fs['FileSystemId']}:{fs['DirectoryPath']}"
 
 
+def _distribution(request: dict) -> str:
+    """How the request's hosts run the job, from the hyperparameters it carries."""
+    hps = request.get("HyperParameters", {})
+    distribution = hps.get("distribution", Hyperparameters.distribution)
+    resources = request.get("ResourceConfig", {})
+    on = f"on {resources.get('InstanceCount')} x {resources.get('InstanceType')}"
+    if distribution == validation.HOROVOD:
+        ranks = hps.get("sagemaker_mpi_num_of_processes_per_host", "?")
+        return f"{distribution}, {ranks} ranks per host (one per GPU) {on}"
+    line = f"{distribution}, 1 process per host {on}"
+    if distribution == validation.PARAMETER_SERVER:
+        line += ": a worker and a parameter server on each, the coordinator on the first"
+    return line
+
+
 def describe_inputs(request: dict) -> list:
-    """Lines saying what a CreateTrainingJob request trains from: the dataset, the backbone and
-    its checkpoint, and the batch-norm mode."""
+    """Lines saying what a CreateTrainingJob request trains from and how: the dataset, the
+    backbone and its checkpoint, the batch-norm mode and the distribution over the instances."""
     hps = request.get("HyperParameters", {})
     channels = {c["ChannelName"]: c for c in request.get("InputDataConfig", [])}
     backbone = hps.get("backbone", Hyperparameters.backbone)
     pretrained = channels.get(job_io.PRETRAINED_CHANNEL)
     return [
-        f"dataset:    {_channel_location(channels[job_io.TRAIN_CHANNEL])}",
-        f"backbone:   {backbone}, ImageNet checkpoint from "
+        f"dataset:      {_channel_location(channels[job_io.TRAIN_CHANNEL])}",
+        f"backbone:     {backbone}, ImageNet checkpoint from "
         f"{_channel_location(pretrained) if pretrained else 'nowhere (trained from scratch)'}",
-        f"batch norm: {hps.get('batch_norm', Hyperparameters.batch_norm)}",
+        f"batch norm:   {hps.get('batch_norm', Hyperparameters.batch_norm)}",
+        f"distribution: {_distribution(request)}",
     ]
 
 
@@ -164,20 +181,35 @@ def _trainer(deployment: Deployment, boto_session, *, role: str, base: str, inst
     return trainer
 
 
+def processes_per_host(distribution: str, options: LaunchOptions) -> int:
+    """Processes the toolkit starts on every host: one Horovod rank per GPU (mpirun), or one
+    process using all the host's GPUs for the tf.distribute strategies."""
+    if distribution == validation.HOROVOD:
+        return instances.processes_per_host(options.instance_type, options.processes_per_host)
+    instances.check_instance_type(options.instance_type)
+    return 1
+
+
 def training_job(deployment: Deployment, options: LaunchOptions, boto_session,
                  echo: Callable[[str], None] = print) -> Launch:
-    """One Mask R-CNN training run: one rank per GPU on every host (the toolkit's MPI runner).
-    Raises LaunchRequestError when its inputs are not staged (`inputs`)."""
-    ranks_per_host = instances.processes_per_host(options.instance_type, options.processes_per_host)
+    """One Mask R-CNN training run, distributed as `options.distribution` says: the toolkit's
+    MPI runner with one rank per GPU on every host (horovod), or one process per host (the
+    toolkit's TF_CONFIG for multi_worker_mirrored; the job's own cluster for parameter_server).
+    Raises LaunchRequestError when the options contradict each other (`validation`) or the
+    inputs are not staged (`inputs`)."""
+    distribution = validation.distribution_of(options)
+    ranks_per_host = processes_per_host(distribution, options)
     run_name = options.run_name or f"{options.data_source}-{secrets.token_hex(3)}"
     base = base_job_name(deployment, run_name)
     # Refused here, before anything is sent, when the dataset or the backbone is not staged.
     hyperparameters = inputs.check_training_inputs(boto_session.client("s3"), deployment, options,
-                                                   echo=echo)
+                                                   distribution, echo=echo)
     backbone = inputs.effective_hyperparameters(options).backbone
     channels = input_channels(deployment, options.data_source,
                               backbone if options.use_pretrained else None)
-    hyperparameters.update(job_io.mpi_hyperparameters(ranks_per_host, options.mpi_options))
+    hyperparameters["distribution"] = distribution
+    hyperparameters.update(job_io.distribution_hyperparameters(distribution, ranks_per_host,
+                                                               options.mpi_options))
     max_run = int(options.max_run_hours * 3600)
     max_wait = None
     if options.use_spot:

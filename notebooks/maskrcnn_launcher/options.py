@@ -4,6 +4,7 @@ import dataclasses
 from typing import Dict, Optional
 
 from maskrcnn_contract import job_io
+from maskrcnn_contract.hyperparameters import DISTRIBUTIONS  # noqa: F401 (the package exports it)
 
 DATA_SOURCES = ("s3", "efs", "fsx")
 
@@ -20,14 +21,18 @@ class LaunchOptions:
     data_source: str = "fsx"
     instance_type: str = "ml.p4d.24xlarge"
     instance_count: int = 2
-    processes_per_host: Optional[int] = None  # None: one per GPU of instance_type
+    # How the hosts share the work (DISTRIBUTIONS; notebooks/README.md, "Choosing a
+    # distribution"). None: the `distribution` hyperparameter if given, else horovod.
+    distribution: Optional[str] = None
+    processes_per_host: Optional[int] = None  # horovod: None is one rank per GPU of instance_type
     hyperparameters: Dict[str, object] = dataclasses.field(default_factory=dict)
     use_pretrained: bool = True
     use_spot: bool = False
     max_run_hours: float = 72.0
     max_wait_hours: Optional[float] = None  # spot only; None: twice max_run_hours
     volume_size_gb: int = 200  # File mode copies the S3 channel (~20 GB) onto it
-    mpi_options: str = job_io.DEFAULT_MPI_OPTIONS  # extra mpirun options (why: the contract)
+    # horovod only: extra mpirun options (why these: the contract)
+    mpi_options: str = job_io.DEFAULT_MPI_OPTIONS
     # Names the run: its jobs are `<prefix>-<run name>-<time>` and share the checkpoints in
     # s3://<bucket>/checkpoints/<prefix>-<run name>/, so launching a run again resumes it.
     # None: `<data source>-<6 random hex digits>`, a new run.

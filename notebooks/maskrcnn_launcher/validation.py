@@ -5,8 +5,15 @@ Checked: the job name prefix, the role and the VPC that the notebook role's IAM 
 (a mismatch would come back as a bare AccessDenied); no volume key on instance types with local
 storage (SageMaker rejects it; docs/aws-rules.md); the training job's channels (`train`
 required and read-only, `pretrained` optional, FSx paths starting with the mount name); the job's
-hyperparameters (with the job's own parser) and the toolkit's MPI runner. Limits that SageMaker
+hyperparameters (with the job's own parser) and the distribution: the toolkit's hyperparameters
+that start it (the MPI runner for horovod, the TF_CONFIG flag for multi_worker_mirrored, none for
+parameter_server, and nothing that starts another runner), parameter servers on 2 or more
+instances, and what each distribution allows of the other hyperparameters. Limits that SageMaker
 reports clearly by itself (name lengths, counts, id formats) are left to SageMaker.
+
+Two choices leave no trace in the request, so `distribution_of` checks them on the options,
+before the request is built: a distribution given twice (option and hyperparameter) with two
+values, and the Horovod-only settings (processes per host, mpirun options) with another one.
 """
 
 from typing import List, Mapping
@@ -14,10 +21,62 @@ from typing import List, Mapping
 from maskrcnn_contract import hyperparameters, job_io
 
 from maskrcnn_launcher import instances
-from maskrcnn_launcher.options import LaunchRequestError
+from maskrcnn_launcher.options import LaunchOptions, LaunchRequestError
 from maskrcnn_launcher.settings import Deployment
 
 TRAINING, STAGING = "training", "staging"
+HOROVOD, MWMS, PARAMETER_SERVER = hyperparameters.DISTRIBUTIONS
+DEFAULT_DISTRIBUTION = hyperparameters.Hyperparameters.distribution
+
+# The toolkit's hyperparameters that choose how it starts the program on each host
+# (sagemaker-training params.py, sagemaker_tensorflow_container/training.py; docs/aws-rules.md
+# SM-13), by prefix, and what each one starts. A request carries exactly those of its
+# distribution (job_io.distribution_hyperparameters).
+_RUNNERS = {
+    "sagemaker_mpi_": "the toolkit's MPI runner (mpirun, one rank per GPU: distribution=horovod)",
+    job_io.MWMS_TOOLKIT_FLAG: "the toolkit's TF_CONFIG for MultiWorkerMirroredStrategy "
+                              "(distribution=multi_worker_mirrored)",
+    "sagemaker_parameter_server_enabled": (
+        "the toolkit's TF1 parameter-server cluster: a `master` task that TF2's "
+        "ParameterServerStrategy rejects, and PS servers of its own on port 2223 of every host "
+        "(distribution=parameter_server builds its own cluster and needs no toolkit flag)"),
+    "sagemaker_distributed_dataparallel_": "SageMaker's data-parallel library (not in this job)",
+    "sagemaker_distribution_instance_groups": "the toolkit's choice of the hosts to distribute",
+}
+
+
+def distribution_of(options: LaunchOptions) -> str:
+    """The launch's distribution: `options.distribution`, else the `distribution` hyperparameter,
+    else horovod. Raises LaunchRequestError for what the request could no longer show: two
+    different values, an unknown one, and Horovod's own settings with another distribution."""
+    problems = []
+    chosen = options.distribution
+    given = options.hyperparameters.get("distribution")
+    if given is not None:
+        given = str(hyperparameters.decode({"distribution": given})["distribution"])
+    if chosen is not None and given is not None and chosen != given:
+        problems.append(
+            f"distribution {chosen!r} (--distribution, distribution= or DISTRIBUTION in a "
+            f"notebook) and the hyperparameter distribution={given!r} differ: give the strategy "
+            "once")
+    distribution = chosen or given or DEFAULT_DISTRIBUTION
+    if distribution not in hyperparameters.DISTRIBUTIONS:
+        problems.append(f"distribution {distribution!r}: expected one of "
+                        f"{', '.join(hyperparameters.DISTRIBUTIONS)}")
+    elif distribution != HOROVOD:
+        if options.processes_per_host not in (None, 1):
+            problems.append(
+                f"processes per host {options.processes_per_host} (--processes-per-host) sets "
+                f"Horovod's ranks per instance; distribution={distribution} runs one process per "
+                "host that uses all its GPUs: leave it unset, or choose distribution=horovod")
+        if options.mpi_options != job_io.DEFAULT_MPI_OPTIONS:
+            problems.append(
+                f"mpi_options {options.mpi_options!r} are mpirun's, and only distribution=horovod "
+                f"starts mpirun; distribution={distribution} would ignore them: leave them unset, "
+                "or choose distribution=horovod")
+    if problems:
+        raise LaunchRequestError("invalid launch:\n  - " + "\n  - ".join(problems))
+    return distribution
 
 
 def _channel_problems(channels: List[Mapping], deployment: Deployment) -> List[str]:
@@ -49,18 +108,68 @@ def _channel_problems(channels: List[Mapping], deployment: Deployment) -> List[s
     return problems
 
 
-def _hyperparameter_problems(hps: Mapping[str, str], channels: List[Mapping]) -> List[str]:
+def _distribution_problems(hps: Mapping[str, str], distribution: str,
+                           instance_count: int) -> List[str]:
+    """The toolkit's runner hyperparameters against the distribution, and what the distribution
+    needs of the instances and of the other hyperparameters."""
     problems = []
+    sent = {key: value for key, value in hps.items() if key.startswith(tuple(_RUNNERS))}
+    expected = job_io.distribution_hyperparameters(distribution, 1)
+    for key in sorted(set(sent) - set(expected)):
+        prefix = next(p for p in _RUNNERS if key.startswith(p))
+        what = (f"is not one the launcher sends for distribution={distribution}"
+                if any(k.startswith(prefix) for k in expected) else
+                f"is for {_RUNNERS[prefix]}, and this job's distribution is {distribution}")
+        problems.append(f"hyperparameter {key}={sent[key]!r} {what}: remove it (the launcher "
+                        "sends the toolkit's hyperparameters that each distribution needs)")
+    if distribution == HOROVOD:
+        ranks = hps.get("sagemaker_mpi_num_of_processes_per_host", "")
+        if hps.get("sagemaker_mpi_enabled") != "true" or not ranks.isdigit() or int(ranks) < 1:
+            problems.append(
+                "distribution=horovod: the toolkit's MPI runner must be enabled "
+                "(sagemaker_mpi_enabled=true, sagemaker_mpi_num_of_processes_per_host >= 1)")
+    elif distribution == MWMS and hps.get(job_io.MWMS_TOOLKIT_FLAG) != "true":
+        problems.append(
+            f"distribution=multi_worker_mirrored needs {job_io.MWMS_TOOLKIT_FLAG}=true: without "
+            "it the toolkit writes no TF_CONFIG and the hosts do not form one cluster "
+            "(docs/aws-rules.md SM-13)")
+    if distribution == PARAMETER_SERVER and instance_count < 2:
+        problems.append(
+            f"distribution=parameter_server on {instance_count} instance: it needs 2 or more "
+            "(the job refuses fewer): on one, a lost worker ends the run, and going on without "
+            "it is what parameter servers are for. Use 2 or more instances, or "
+            "distribution=horovod or multi_worker_mirrored on one")
+    return problems
+
+
+def _hyperparameter_problems(hps: Mapping[str, str], channels: List[Mapping],
+                             instance_count: int) -> List[str]:
+    problems = []
+    distribution = hyperparameters.decode(hps).get("distribution", DEFAULT_DISTRIBUTION)
     try:
         parsed = hyperparameters.parse(hyperparameters.decode(hps))
-        hyperparameters.check_pretrained_channel(
-            parsed, any(c["ChannelName"] == job_io.PRETRAINED_CHANNEL for c in channels))
     except hyperparameters.HyperparameterError as error:
         problems.append(str(error))
-    ranks = hps.get("sagemaker_mpi_num_of_processes_per_host", "")
-    if hps.get("sagemaker_mpi_enabled") != "true" or not ranks.isdigit() or int(ranks) < 1:
-        problems.append("the toolkit's MPI runner must be enabled (sagemaker_mpi_enabled=true, "
-                        "sagemaker_mpi_num_of_processes_per_host >= 1)")
+    else:
+        has_pretrained = any(c["ChannelName"] == job_io.PRETRAINED_CHANNEL for c in channels)
+        for check in (lambda: hyperparameters.check_pretrained_channel(parsed, has_pretrained),
+                      lambda: hyperparameters.check_distribution(parsed)):
+            try:
+                check()
+            except hyperparameters.HyperparameterError as error:
+                problems.append(str(error))
+        if parsed.fp16_allreduce and distribution != HOROVOD:
+            # Refused rather than ignored: a comparison of strategies would credit or blame
+            # a compression that did not happen.
+            problems.append(
+                f"fp16_allreduce=true compresses Horovod's allreduce; distribution={distribution} "
+                "has none to compress (" + (
+                    "TensorFlow's collectives reduce the gradients in their own type"
+                    if distribution == MWMS else
+                    "the workers send their gradients to the parameter servers")
+                + "): remove it, or choose distribution=horovod")
+    if distribution in hyperparameters.DISTRIBUTIONS:  # else named by the parser above
+        problems += _distribution_problems(hps, distribution, instance_count)
     return problems
 
 
@@ -87,7 +196,8 @@ def validate(request: Mapping, deployment: Deployment, kind: str) -> None:
     if kind == TRAINING:
         channels = request.get("InputDataConfig", [])
         problems += _channel_problems(channels, deployment)
-        problems += _hyperparameter_problems(request.get("HyperParameters", {}), channels)
+        problems += _hyperparameter_problems(request.get("HyperParameters", {}), channels,
+                                             resources.get("InstanceCount", 1))
         if request.get("EnableManagedSpotTraining") and "CheckpointConfig" not in request:
             problems.append("managed spot without checkpoints would restart from step 0")
     if problems:

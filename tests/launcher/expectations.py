@@ -8,9 +8,22 @@ from maskrcnn_contract import metrics as job_metrics
 from tests.launcher.conftest import BUCKET, JOB_PREFIX
 
 
+def toolkit_hyperparameters(distribution: str, ranks_per_host: int = None) -> dict:
+    """The toolkit's hyperparameters a request of `distribution` carries, and no others: each
+    starts the job its own way (docs/aws-rules.md SM-13), written out here rather than taken
+    from the contract so that a change there shows."""
+    return {
+        "horovod": {"sagemaker_mpi_enabled": "true",
+                    "sagemaker_mpi_num_of_processes_per_host": str(ranks_per_host),
+                    "sagemaker_mpi_custom_mpi_options": "-x NCCL_DEBUG=WARN"},
+        "multi_worker_mirrored": {"sagemaker_multi_worker_mirrored_strategy_enabled": "true"},
+        "parameter_server": {},  # the job builds its own cluster: no toolkit flag
+    }[distribution]
+
+
 def assert_training_request(sent: dict, params: dict, data_source: str, instance_type: str,
-                            instance_count: int, ranks_per_host: int, spot: bool = False,
-                            run_name: str = None) -> None:
+                            instance_count: int, ranks_per_host: int = None, spot: bool = False,
+                            run_name: str = None, distribution: str = "horovod") -> None:
     name = sent["TrainingJobName"]
     # <prefix>-<run name>-<time>, the run name by default <data source>-<6 hex digits>.
     run_pattern = re.escape(run_name) if run_name else rf"{data_source}-[0-9a-f]{{6}}"
@@ -35,9 +48,9 @@ def assert_training_request(sent: dict, params: dict, data_source: str, instance
     assert sent["VpcConfig"] == {"Subnets": params["subnet-ids"].split(","),
                                  "SecurityGroupIds": params["security-group-ids"].split(",")}
     hps = sent["HyperParameters"]
-    assert hps["sagemaker_mpi_enabled"] == "true"
-    assert hps["sagemaker_mpi_num_of_processes_per_host"] == str(ranks_per_host)
-    assert hps["sagemaker_mpi_custom_mpi_options"] == "-x NCCL_DEBUG=WARN"
+    assert hps["distribution"] == distribution  # sent explicitly, the default too
+    assert {k: v for k, v in hps.items() if k.startswith("sagemaker_")} == \
+        toolkit_hyperparameters(distribution, ranks_per_host)
     assert hps["batch_norm"] == "frozen"  # the default, sent explicitly
     spec = sent["AlgorithmSpecification"]
     assert spec["TrainingImage"] == params["training-image-uri"]

@@ -37,7 +37,9 @@ def test_dry_run_prints_the_request_as_it_would_be_sent_and_sends_nothing(fake_a
     assert result.returncode == 0, result.stderr
     request = json.loads(result.stdout)
     assert fake_aws.requests_since(before) == []
-    assert "batch norm: frozen" in result.stderr
+    assert "batch norm:   frozen" in result.stderr
+    assert "distribution: horovod, 8 ranks per host (one per GPU) on 2 x ml.p4d.24xlarge" \
+        in result.stderr
     # The same checks as a real launch's request.
     assert_training_request(request, fake_aws.parameters, "fsx", "ml.p4d.24xlarge", 2, 8,
                             run_name="trial-2")
@@ -49,6 +51,10 @@ def test_dry_run_prints_the_request_as_it_would_be_sent_and_sends_nothing(fake_a
     (["--hp", "image_size=big"], "image_size='big': expected an integer"),
     (["--hp", "warmup=5"], "unknown hyperparameter(s): warmup"),
     (["--run-name", "My_Run"], "run name 'My_Run'"),
+    (["--distribution", "parameter_server", "--instances", "1"],
+     "distribution=parameter_server on 1 instance: it needs 2 or more"),
+    (["--distribution", "multi_worker_mirrored", "--hp", "distribution=horovod"],
+     "and the hyperparameter distribution='horovod' differ: give the strategy once"),
 ])
 def test_invalid_launch_exits_2_naming_the_value(fake_aws, args, message):
     before = len(fake_aws.requests_since(0))
@@ -56,6 +62,24 @@ def test_invalid_launch_exits_2_naming_the_value(fake_aws, args, message):
     assert result.returncode == 2, result.stdout + result.stderr
     assert message in result.stderr
     assert fake_aws.requests_since(before) == []
+
+
+@pytest.mark.parametrize("distribution, toolkit", [
+    ("multi_worker_mirrored", {"sagemaker_multi_worker_mirrored_strategy_enabled": "true"}),
+    ("parameter_server", {}),
+])
+def test_launch_with_a_tf_distribute_strategy(fake_aws, distribution, toolkit):
+    before = len(fake_aws.requests_since(0))
+    result = cli(fake_aws, "launch", "--data-source", "s3", "--distribution", distribution)
+    assert result.returncode == 0, result.stderr
+    sent = fake_aws.requests_since(before)
+    assert len(sent) == 1
+    assert_training_request(sent[0], fake_aws.parameters, "s3", "ml.p4d.24xlarge", 2,
+                            distribution=distribution)
+    hps = sent[0]["HyperParameters"]
+    assert {k: v for k, v in hps.items() if k.startswith("sagemaker_")} == toolkit
+    assert f"distribution: {distribution}, 1 process per host on 2 x ml.p4d.24xlarge" \
+        in result.stdout
 
 
 def test_unknown_gpu_type_runs_with_explicit_processes_per_host(fake_aws):

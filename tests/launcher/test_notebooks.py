@@ -59,6 +59,7 @@ def test_launch_notebook_sends_the_expected_request(fake_aws, source):
     sent = fake_aws.requests_since(before)
     assert len(sent) == 1
     assert_training_request(sent[0], fake_aws.parameters, source, "ml.p4d.24xlarge", 2, 8)
+    assert "distribution: horovod, 8 ranks per host (one per GPU) on 2 x ml.p4d.24xlarge" in output
     # The job's metric lines came back through CloudWatch and the job's own regexes.
     assert re.search(r"^eval/bbox_AP +0\.377$", output, re.M)
     assert re.search(r"^eval/segm_AP +0\.339$", output, re.M)
@@ -70,16 +71,18 @@ def test_launch_notebook_sends_the_expected_request(fake_aws, source):
 def test_s3_notebook_with_the_users_choices(fake_aws):
     before = len(fake_aws.requests_since(0))
     output = execute("mask-rcnn-s3.ipynb", {"INSTANCE_TYPE": "ml.p3dn.24xlarge",
-                                            "INSTANCE_COUNT": 1, "USE_SPOT": True,
+                                            "INSTANCE_COUNT": 3, "USE_SPOT": True,
+                                            "DISTRIBUTION": "parameter_server",
                                             "HYPERPARAMETERS": {"max_steps": 500}})
-    # What the job trains from, printed before the launch.
-    assert f"backbone:   resnet50, ImageNet checkpoint from s3://{BUCKET}/pretrained/resnet50/" \
+    # What the job trains from and how, printed before the launch.
+    assert f"backbone:     resnet50, ImageNet checkpoint from s3://{BUCKET}/pretrained/resnet50/" \
         in output
-    assert "batch norm: frozen" in output
+    assert "batch norm:   frozen" in output
+    assert "distribution: parameter_server, 1 process per host on 3 x ml.p3dn.24xlarge" in output
     sent = fake_aws.requests_since(before)
     assert len(sent) == 1
-    assert_training_request(sent[0], fake_aws.parameters, "s3", "ml.p3dn.24xlarge", 1, 8,
-                            spot=True)
+    assert_training_request(sent[0], fake_aws.parameters, "s3", "ml.p3dn.24xlarge", 3,
+                            spot=True, distribution="parameter_server")
     assert sent[0]["HyperParameters"]["max_steps"] == "500"
 
 

@@ -12,6 +12,7 @@ from maskrcnn_launcher import data_prep, instances, jobs, settings, submit, vali
 from maskrcnn_launcher.options import LaunchOptions, LaunchRequestError
 
 from tests.launcher.conftest import BUCKET, FSX_MOUNT_NAME, JOB_PREFIX
+from tests.launcher.expectations import assert_training_request, toolkit_hyperparameters
 
 
 def sent(deployment, **options):
@@ -207,9 +208,9 @@ def test_without_pretrained_weights_the_launch_warns_and_synchronizes_batch_norm
     said = capsys.readouterr().out
     assert "warning: no pretrained backbone" in said and "37.7" in said
     assert "batch_norm=sync" in said
-    assert jobs.describe_inputs(request)[1:] == [
-        "backbone:   resnet50, ImageNet checkpoint from nowhere (trained from scratch)",
-        "batch norm: sync"]
+    assert jobs.describe_inputs(request)[1:3] == [
+        "backbone:     resnet50, ImageNet checkpoint from nowhere (trained from scratch)",
+        "batch norm:   sync"]
     # Chosen explicitly, per_rank stays; frozen cannot work without pretrained statistics.
     assert sent(deployment, data_source="efs", use_pretrained=False,
                 hyperparameters={"batch_norm": "per_rank"})["HyperParameters"]["batch_norm"] \
@@ -223,6 +224,124 @@ def test_the_launch_says_what_the_job_trains_from(deployment):
     request = sent(deployment, data_source="fsx")
     lines = jobs.describe_inputs(request)
     fsx = f"FSxLustre {deployment.fsx_id}:/{FSX_MOUNT_NAME}"
-    assert lines == [f"dataset:    {fsx}/datasets/coco2017",
-                     f"backbone:   resnet50, ImageNet checkpoint from {fsx}/pretrained/resnet50",
-                     "batch norm: frozen"]
+    assert lines == [f"dataset:      {fsx}/datasets/coco2017",
+                     f"backbone:     resnet50, ImageNet checkpoint from {fsx}/pretrained/resnet50",
+                     "batch norm:   frozen",
+                     "distribution: horovod, 8 ranks per host (one per GPU) on 2 x ml.p4d.24xlarge"]
+
+
+# Distribution: what each strategy sends, and every combination refused before sending.
+
+DESCRIBED = {
+    "horovod": "horovod, 8 ranks per host (one per GPU) on 2 x ml.p4d.24xlarge",
+    "multi_worker_mirrored": "multi_worker_mirrored, 1 process per host on 2 x ml.p4d.24xlarge",
+    "parameter_server": "parameter_server, 1 process per host on 2 x ml.p4d.24xlarge: a worker "
+                        "and a parameter server on each, the coordinator on the first",
+}
+
+
+@pytest.mark.parametrize("distribution", ["horovod", "multi_worker_mirrored", "parameter_server"])
+def test_each_distribution_sends_its_own_toolkit_hyperparameters_and_no_others(
+        fake_aws, deployment, distribution):
+    before = len(fake_aws.requests_since(0))
+    launch = jobs.training_job(deployment, LaunchOptions(distribution=distribution),
+                               boto3.session.Session())
+    request = submit.send(launch, deployment)
+    sent_now = fake_aws.requests_since(before)
+    assert sent_now == [request]
+    assert_training_request(request, fake_aws.parameters, "fsx", "ml.p4d.24xlarge", 2,
+                            ranks_per_host=8, distribution=distribution)
+    hps = request["HyperParameters"]
+    absent = {"sagemaker_mpi_enabled", "sagemaker_mpi_num_of_processes_per_host",
+              "sagemaker_multi_worker_mirrored_strategy_enabled",
+              "sagemaker_parameter_server_enabled"} - set(toolkit_hyperparameters(distribution, 8))
+    assert not absent & set(hps)
+    assert jobs.describe_inputs(request)[-1] == f"distribution: {DESCRIBED[distribution]}"
+
+
+@pytest.mark.parametrize("given", ["multi_worker_mirrored", '"multi_worker_mirrored"'])
+def test_a_distribution_given_only_as_a_hyperparameter_is_the_launchs(deployment, given):
+    """Plain or JSON-encoded, as some SDK versions send them."""
+    hps = sent(deployment, hyperparameters={"distribution": given})["HyperParameters"]
+    assert hps["distribution"] == "multi_worker_mirrored"
+    assert {k for k in hps if k.startswith("sagemaker_")} == \
+        {"sagemaker_multi_worker_mirrored_strategy_enabled"}
+    # Given twice with the same value: one strategy, accepted.
+    assert sent(deployment, distribution="multi_worker_mirrored",
+                hyperparameters={"distribution": given})["HyperParameters"] == hps
+
+
+def test_one_process_per_host_needs_no_gpu_count(deployment):
+    """The tf.distribute strategies start one process per host whatever its GPUs: an instance
+    type outside the GPU table needs no --processes-per-host (Horovod's does)."""
+    request = sent(deployment, instance_type="ml.x9.24xlarge", distribution="multi_worker_mirrored")
+    assert request["ResourceConfig"]["InstanceType"] == "ml.x9.24xlarge"
+    with pytest.raises(instances.InstanceTypeError, match="GPU count of 'ml.x9.24xlarge'"):
+        sent(deployment, instance_type="ml.x9.24xlarge", distribution="horovod")
+    assert sent(deployment, distribution="parameter_server",
+                processes_per_host=1)["HyperParameters"]["distribution"] == "parameter_server"
+
+
+def test_parameter_servers_without_a_pretrained_backbone_normalize_per_rank(deployment, capsys):
+    """Frozen statistics need the pretrained ones and parameter servers cannot sync: the batch
+    norm the launcher picks is per_rank (sync under the synchronous strategies)."""
+    request = sent(deployment, distribution="parameter_server", use_pretrained=False)
+    assert request["HyperParameters"]["batch_norm"] == "per_rank"
+    assert "batch_norm=per_rank" in capsys.readouterr().out
+    assert sent(deployment, distribution="multi_worker_mirrored",
+                use_pretrained=False)["HyperParameters"]["batch_norm"] == "sync"
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(distribution="parameter_server", instance_count=1),
+     "distribution=parameter_server on 1 instance: it needs 2 or more"),
+    (dict(distribution="parameter_server", hyperparameters={"batch_norm": "sync"}),
+     "batch_norm=sync normalizes over the global batch"),
+    (dict(distribution="horovod", hyperparameters={"distribution": "parameter_server"}),
+     "distribution 'horovod' (--distribution, distribution= or DISTRIBUTION in a notebook) and "
+     "the hyperparameter distribution='parameter_server' differ: give the strategy once"),
+    (dict(distribution="ring"), "distribution 'ring': expected one of horovod, "
+                                "multi_worker_mirrored, parameter_server"),
+    (dict(hyperparameters={"distribution": "ring"}), "distribution 'ring': expected one of"),
+    (dict(distribution="multi_worker_mirrored", hyperparameters={"sagemaker_mpi_enabled": "true"}),
+     "hyperparameter sagemaker_mpi_enabled='true' is for the toolkit's MPI runner"),
+    (dict(distribution="parameter_server",
+          hyperparameters={"sagemaker_mpi_num_of_processes_per_host": "8"}),
+     "hyperparameter sagemaker_mpi_num_of_processes_per_host='8' is for the toolkit's MPI runner"),
+    (dict(hyperparameters={"sagemaker_parameter_server_enabled": "true"}),
+     "is for the toolkit's TF1 parameter-server cluster"),
+    (dict(distribution="parameter_server",
+          hyperparameters={"sagemaker_multi_worker_mirrored_strategy_enabled": "true"}),
+     "is for the toolkit's TF_CONFIG for MultiWorkerMirroredStrategy"),
+    (dict(hyperparameters={"sagemaker_mpi_num_processes": "3"}),
+     "sagemaker_mpi_num_processes='3' is not one the launcher sends for distribution=horovod"),
+    (dict(distribution="multi_worker_mirrored", hyperparameters={"fp16_allreduce": "true"}),
+     "fp16_allreduce=true compresses Horovod's allreduce; distribution=multi_worker_mirrored"),
+    (dict(distribution="parameter_server", hyperparameters={"fp16_allreduce": True}),
+     "the workers send their gradients to the parameter servers"),
+    (dict(distribution="multi_worker_mirrored", processes_per_host=8),
+     "processes per host 8 (--processes-per-host) sets Horovod's ranks per instance"),
+    (dict(distribution="parameter_server", mpi_options="-x NCCL_DEBUG=INFO"),
+     "mpi_options '-x NCCL_DEBUG=INFO' are mpirun's"),
+])
+def test_a_distribution_that_cannot_work_is_refused_and_nothing_sent(fake_aws, deployment,
+                                                                      options, message):
+    before = len(fake_aws.requests_since(0))
+    with pytest.raises(LaunchRequestError) as refused:
+        launch = jobs.training_job(deployment, LaunchOptions(**options), boto3.session.Session())
+        submit.send(launch, deployment)  # not a dry run: the refusal is all that stops it
+    assert message in str(refused.value)
+    assert fake_aws.requests_since(before) == []
+
+
+def test_a_request_whose_toolkit_hyperparameters_do_not_fit_its_distribution_is_refused(
+        deployment):
+    mwms = copy.deepcopy(sent(deployment, distribution="multi_worker_mirrored"))
+    del mwms["HyperParameters"]["sagemaker_multi_worker_mirrored_strategy_enabled"]
+    assert "needs sagemaker_multi_worker_mirrored_strategy_enabled=true" in \
+        problems_of(mwms, deployment)
+    # A Horovod request relabelled: its MPI runner would start parameter-server processes.
+    relabelled = copy.deepcopy(sent(deployment))
+    relabelled["HyperParameters"]["distribution"] = "parameter_server"
+    text = problems_of(relabelled, deployment)
+    assert all(f"hyperparameter {key}=" in text for key in toolkit_hyperparameters("horovod", 8))

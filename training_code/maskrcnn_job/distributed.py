@@ -1,14 +1,23 @@
-"""Data parallelism: the only module that imports Horovod.
+"""Data parallelism through Horovod: the only module that imports it, and the seam's definition.
 
-The rest of the job talks to `Backend`: rank and world size, the per-rank input context, a
-gradient tape whose gradients are averaged over ranks, the batch-norm layer whose statistics are
-computed over all ranks, broadcast from rank 0, and averaging or gathering values. A tf.distribute
-(MultiWorkerMirroredStrategy) backend could implement the same methods beside this one; its
-synchronized batch norm would be tf_keras's own SyncBatchNormalization.
+The trainer talks to a backend and to nothing else about distribution. A backend gives:
+- `rank` (of this process), `size` (replicas that step together: their images make one update),
+  `local_rank`, `is_chief`, `num_gpus`, `exports_model` (whether this process writes the
+  SavedModel);
+- `scope()` to create the model and optimizer in, `sync_batch_norm_layer`, `input_seed(seed)`;
+- `step_runner(step_fn, dataset_fn)`: a function (count) -> the losses of `count` training steps,
+  each running `step_fn(images, labels)` on every replica with batches from `dataset_fn`'s
+  pipelines; `gradient_tape(tape)` averages gradients over the replicas of a step;
+- `checkpoint_directory(dir)`, `inference_model(model, build)`, `input_context()` (evaluation);
+- collectives: `broadcast_from_chief`, `average_variables`, `mean`, `gather_objects`,
+  `check_replicas_equal`.
+This module's `HorovodBackend` is one; tf_distribute.py holds TensorFlow's strategies
+(MultiWorkerMirroredStrategy, ParameterServerStrategy).
 """
 
+import contextlib
 import hashlib
-from typing import Any, List, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -87,6 +96,16 @@ class HorovodBackend:
         return self.rank == 0
 
     @property
+    def exports_model(self) -> bool:
+        return self.local_rank == 0  # one SavedModel per host
+
+    def scope(self):
+        return contextlib.nullcontext()
+
+    def input_seed(self, seed: int) -> int:
+        return seed  # each rank reads its own files, in an order that resumes can vary
+
+    @property
     def sync_batch_norm_layer(self) -> type:
         """The tf_keras layer class for batch norm over the global batch (all ranks)."""
         return HorovodSyncBatchNormalization
@@ -96,6 +115,26 @@ class HorovodBackend:
         return tf.distribute.InputContext(
             num_input_pipelines=self.size, input_pipeline_id=self.rank,
             num_replicas_in_sync=self.size)
+
+    def step_runner(self, step_fn: Callable, dataset_fn: Callable) -> Callable:
+        """(count) -> this rank's losses of each of `count` synchronous steps."""
+        iterator = iter(dataset_fn(self.input_context()))
+        step = tf.function(step_fn)
+
+        def run(count: int) -> List[Dict[str, np.ndarray]]:
+            return [{name: value.numpy() for name, value in step(*next(iterator)).items()}
+                    for _ in range(count)]
+
+        return run
+
+    def checkpoint_directory(self, directory: str) -> Optional[str]:
+        """Rank 0 writes the checkpoints; every rank holds the same state."""
+        return directory if self.is_chief else None
+
+    def inference_model(self, model, build: Callable) -> Tuple[Any, Callable[[], None]]:
+        """Evaluation and export use the training model itself."""
+        del build
+        return model, lambda: None
 
     def gradient_tape(self, tape: tf.GradientTape) -> tf.GradientTape:
         """The tape's gradient() returns gradients averaged over all ranks."""

@@ -1,6 +1,6 @@
 """COCO evaluation (pycocotools, bbox and segm) with the inference spread over the ranks.
 
-Each rank predicts on its shard of the val TFRecords and turns its detections into COCO results
+Each rank (each input pipeline of the backend) predicts on its shard of the val TFRecords and turns its detections into COCO results
 with Model Garden's coco_utils (boxes back to original pixels, masks pasted into the image and
 RLE-encoded); rank 0 gathers them and runs COCOeval against the original annotation file.
 """
@@ -57,8 +57,10 @@ class Evaluator:
         self._annotation_file = annotation_file
         self._max_batches = None
         if max_images:
-            per_rank_batch = data_config.global_batch_size // backend.size
-            self._max_batches = math.ceil(max_images / (per_rank_batch * backend.size))
+            context = backend.input_context()
+            per_pipeline_batch = context.get_per_replica_batch_size(data_config.global_batch_size)
+            self._max_batches = math.ceil(
+                max_images / (per_pipeline_batch * context.num_input_pipelines))
         self._coco_gt = None
         self._predict = tf.function(self._predict_batch)
 

@@ -1,9 +1,15 @@
-"""The training job as SageMaker starts it: inputs -> Trainer -> run, and what a failure leaves.
+"""The training job as SageMaker starts it: inputs -> backend -> Trainer -> run, and what a
+failure leaves.
 
-`train.py` (the container's SAGEMAKER_PROGRAM) calls `main` in every rank. Inputs are read from
-the SageMaker layout (channels, hyperparameters.json); on any error the cause goes to
-/opt/ml/output/failure and the process exits non-zero at once, without waiting on collectives,
-so that mpirun (-mca orte_abort_on_non_zero_status 1) ends the whole job.
+`train.py` (the container's SAGEMAKER_PROGRAM) calls `main` in every process the toolkit starts:
+- horovod: every rank (mpirun);
+- multi_worker_mirrored: one worker per host (the toolkit's TF_CONFIG; built here on one host);
+- parameter_server: once per host, without TF_CONFIG: that process starts and watches this host's
+  tasks (parameter_server_host.py), which run `main` again with their own TF_CONFIG: the chief
+  trains, a PS or worker task serves.
+Inputs are read from the SageMaker layout (channels, hyperparameters.json); on any error the cause
+goes to /opt/ml/output/failure and the process exits non-zero at once, without waiting on
+collectives, so that mpirun (-mca orte_abort_on_non_zero_status 1) or SageMaker ends the job.
 """
 
 import glob
@@ -14,15 +20,45 @@ import traceback
 
 from maskrcnn_contract import hyperparameters, job_io
 
-from maskrcnn_job import sagemaker_env  # pure Python, fast
+from maskrcnn_job import cluster_spec, sagemaker_env  # pure Python, fast
 
 
-def rank_from_environment() -> int:
-    """The MPI rank before Horovod starts (so even start-up errors name their rank)."""
+def rank_from_environment() -> str:
+    """This process's name in the job before the backend starts (so even start-up errors name
+    it): `rank N` (MPI), `worker N` / `chief 0` / `ps N` (TF_CONFIG), else `rank 0`."""
     for key in ("OMPI_COMM_WORLD_RANK", "HOROVOD_RANK", "PMI_RANK"):
         if key in os.environ:
-            return int(os.environ[key])
-    return 0
+            return f"rank {int(os.environ[key])}"
+    try:
+        task = cluster_spec.task_of(cluster_spec.current())
+    except cluster_spec.ClusterError:
+        task = None
+    return f"{task[0]} {task[1]}" if task else "rank 0"
+
+
+def read_hyperparameters(env: sagemaker_env.JobEnvironment) -> hyperparameters.Hyperparameters:
+    if not os.path.isfile(env.hyperparameters_file):
+        raise sagemaker_env.ContractError(f"{env.hyperparameters_file} does not exist")
+    hps = hyperparameters.parse_json_file(env.hyperparameters_file)
+    hyperparameters.check_distribution(hps)
+    return hps
+
+
+def make_backend(hps: hyperparameters.Hyperparameters, env: sagemaker_env.JobEnvironment):
+    """This process's distribution backend: the only place that chooses one."""
+    if hps.distribution == "horovod":
+        from maskrcnn_job import distributed
+
+        return distributed.HorovodBackend(fp16_allreduce=hps.fp16_allreduce)
+    from maskrcnn_job import tf_distribute
+
+    tf_config = cluster_spec.current()
+    if hps.distribution == "multi_worker_mirrored":
+        if tf_config is None and len(env.hosts) > 1:
+            # The toolkit writes it when the launch sets its MWMS flag; the same cluster here.
+            tf_config = cluster_spec.multi_worker_mirrored(env.hosts, env.current_host)
+        return tf_distribute.MultiWorkerMirroredBackend(tf_config)
+    return tf_distribute.ParameterServerBackend(tf_config)
 
 
 def pretrained_checkpoint(channel: str) -> str:
@@ -41,11 +77,8 @@ def pretrained_checkpoint(channel: str) -> str:
     return prefixes[0]
 
 
-def build_trainer(env: sagemaker_env.JobEnvironment):
-    """Validates the inputs, starts Horovod, builds the model: everything before the loop."""
-    if not os.path.isfile(env.hyperparameters_file):
-        raise sagemaker_env.ContractError(f"{env.hyperparameters_file} does not exist")
-    hps = hyperparameters.parse_json_file(env.hyperparameters_file)
+def build_trainer(env: sagemaker_env.JobEnvironment, hps: hyperparameters.Hyperparameters):
+    """Validates the inputs, starts the backend, builds the model: everything before the loop."""
     train_channel = env.channel(job_io.TRAIN_CHANNEL)
     pretrained = env.optional_channel(job_io.PRETRAINED_CHANNEL)
     hyperparameters.check_pretrained_channel(hps, has_pretrained=pretrained is not None)
@@ -55,30 +88,53 @@ def build_trainer(env: sagemaker_env.JobEnvironment):
     if hps.threads_per_rank:
         tf.config.threading.set_intra_op_parallelism_threads(hps.threads_per_rank)
         tf.config.threading.set_inter_op_parallelism_threads(hps.threads_per_rank)
-    from maskrcnn_job import distributed, experiment, trainer
+    from maskrcnn_job import experiment, trainer
 
     dataset = experiment.Dataset.from_channel(train_channel)
-    backend = distributed.HorovodBackend(fp16_allreduce=hps.fp16_allreduce)
+    backend = make_backend(hps, env)
     paths = trainer.Paths(
         checkpoint_dir=env.checkpoint_dir, model_dir=env.model_dir,
         output_data_dir=env.output_data_dir,
         init_checkpoint=pretrained_checkpoint(pretrained) if pretrained else None)
     if backend.is_chief:
-        logging.info("%d ranks on %d host(s), %d GPU(s) visible on this host; %s", backend.size,
-                     len(env.hosts), backend.num_gpus, hps)
+        logging.info("%s: %d replica(s) per step on %d host(s), %d GPU(s) visible here; %s",
+                     hps.distribution, backend.size, len(env.hosts), backend.num_gpus, hps)
     return trainer.Trainer(hps, dataset, backend, paths)
 
 
+def run(env: sagemaker_env.JobEnvironment) -> None:
+    """What this process does in the job, by distribution and TF_CONFIG task."""
+    hps = read_hyperparameters(env)
+    if hps.distribution == "parameter_server":
+        task = cluster_spec.task_of(cluster_spec.current())
+        if task is None:  # as the toolkit starts it: this host's tasks, watched
+            from maskrcnn_job import parameter_server_host
+
+            status = parameter_server_host.run(env, hps)
+            if status:  # the chief failed and wrote the failure file itself
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(status)
+            return
+        if task[0] in ("ps", "worker"):
+            from maskrcnn_job import tf_distribute
+
+            tf_distribute.serve(cluster_spec.current(), hps.threads_per_rank)
+            return
+    build_trainer(env, hps).run()
+
+
 def main() -> None:
-    rank = rank_from_environment()
-    # Logging from rank 0; the other ranks only report problems.
-    logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING,
-                        format=f"%(asctime)s rank {rank} %(levelname)s %(name)s: %(message)s")
+    name = rank_from_environment()
+    # Logging from rank 0 (the chief); the other processes only report problems.
+    chief = name in ("rank 0", "worker 0", "chief 0")
+    logging.basicConfig(level=logging.INFO if chief else logging.WARNING,
+                        format=f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s")
     env = sagemaker_env.load()
     try:
-        build_trainer(env).run()
+        run(env)
     except BaseException as error:  # noqa: B902  (also KeyboardInterrupt/SystemExit: report them)
-        message = f"rank {rank} on {env.current_host}: {type(error).__name__}: {error}".strip()
+        message = f"{name} on {env.current_host}: {type(error).__name__}: {error}".strip()
         # First on stderr, one line, opening with a word the toolkit's error scan looks for
         # ("Exception"): on the master host the toolkit quotes stderr from that line on in its
         # failure file, which is the job's failure reason even when this rank runs on a worker

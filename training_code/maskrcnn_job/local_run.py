@@ -1,12 +1,16 @@
 """Run the training job on this machine as SageMaker would (`make demo`).
 
-    python -m maskrcnn_job.local_run [--ranks 2] [--hosts 1] [--hp KEY=VALUE ...]
+    python -m maskrcnn_job.local_run [--distribution horovod] [--ranks 2] [--hosts 1]
+                                     [--hp KEY=VALUE ...]
 
 Two ways, by --hosts:
 - one host (the default; needs no root): lays out a SageMaker-like /opt/ml tree under the work
-  directory and starts the ranks of training_code/train.py (or --program) with mpirun, with the
-  options the SageMaker training toolkit uses (-mca orte_abort_on_non_zero_status 1: one failing
-  rank ends the job). The job finds its tree through OPT_ML_ROOT.
+  directory and starts training_code/train.py (or --program) as the toolkit would: with
+  `--distribution horovod`, the ranks with mpirun and the options the SageMaker training toolkit
+  uses (-mca orte_abort_on_non_zero_status 1: one failing rank ends the job); with
+  multi_worker_mirrored or parameter_server, once (one worker; under parameter_server the job
+  then starts its chief, worker and PS tasks on this host). The job finds its tree through
+  OPT_ML_ROOT.
 - several hosts (root only): emulated hosts, each with its own network, /opt/ml, sshd and
   processes, running the real SageMaker training toolkit over the code as the image holds it
   (maskrcnn_job/emulated_hosts.py), with the image's Python (.venv-image).
@@ -68,7 +72,12 @@ def parse_args(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work-dir", default="build/local-run",
                         help="where the /opt/ml tree and the dataset go (build/local-run)")
-    parser.add_argument("--ranks", type=int, default=2, help="processes started by mpirun (2)")
+    parser.add_argument("--distribution", choices=hyperparameters.DISTRIBUTIONS, default="horovod",
+                        help="how the job is distributed (horovod); tf.distribute strategies run "
+                             "one process per host")
+    parser.add_argument("--ranks", type=int, default=None,
+                        help="horovod: processes started by mpirun (2 on one host, else one per "
+                             "host); the strategies: one per host")
     parser.add_argument("--hosts", type=int, default=1,
                         help="hosts; more than 1 emulates them under the real SageMaker toolkit "
                              "(root only) (1)")
@@ -93,6 +102,11 @@ def parse_args(argv=None):
     parser.add_argument("--image-python", default=IMAGE_PYTHON,
                         help="the Python of the emulated hosts (.venv-image/bin/python)")
     args = parser.parse_args(argv)
+    if args.ranks is None:
+        args.ranks = 2 if args.distribution == "horovod" and args.hosts == 1 else args.hosts
+    elif args.distribution != "horovod" and args.ranks != args.hosts:
+        parser.error(f"--ranks {args.ranks} with --distribution {args.distribution}: the "
+                     "strategies run one process per host; leave --ranks out or use --hosts")
     if args.hosts < 1 or args.ranks < 1:
         parser.error(f"--hosts {args.hosts} and --ranks {args.ranks} must be at least 1")
     if args.ranks % args.hosts:
@@ -104,19 +118,24 @@ def parse_args(argv=None):
 
 
 def _hyperparameters(args) -> dict:
-    values = dict(LOCAL_HYPERPARAMETERS, image_size=args.image_size)
+    values = dict(LOCAL_HYPERPARAMETERS, image_size=args.image_size,
+                  distribution=args.distribution)
     cores = os.cpu_count() or 1
     values["threads_per_rank"] = max(1, cores // args.ranks)
     for item in args.hp:
         if "=" not in item:
             raise SystemExit(f"--hp {item!r}: expected KEY=VALUE")
         key, value = item.split("=", 1)
+        if key == "distribution" and value != args.distribution:
+            raise SystemExit(f"--hp distribution={value} contradicts --distribution "
+                             f"{args.distribution}: use --distribution")
         values[key] = value
     if "batch_norm" not in values:
-        # The job's default, frozen, needs a pretrained backbone, and there is none here.
-        values["batch_norm"] = "sync"
-        print("batch_norm: sync (the default, frozen, needs a pretrained backbone checkpoint, "
-              "and this run has none)", flush=True)
+        # The job's default, frozen, needs a pretrained backbone, and there is none here; the
+        # asynchronous workers of parameter_server have no global batch to synchronize over.
+        values["batch_norm"] = "per_rank" if args.distribution == "parameter_server" else "sync"
+        print(f"batch_norm: {values['batch_norm']} (the default, frozen, needs a pretrained "
+              "backbone checkpoint, and this run has none)", flush=True)
     hyperparameters.parse(values)  # fail here, before any work, on a bad name or value
     # SageMaker hands every hyperparameter to the container as a string.
     return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in values.items()}
@@ -215,7 +234,11 @@ def run_one_host(args, work_dir: str, final: dict) -> tuple:
     host_env = prepare_layout(args, work_dir)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    command = mpirun_command(args.ranks, host_env, os.path.abspath(args.program))
+    if args.distribution == "horovod":
+        command = mpirun_command(args.ranks, host_env, os.path.abspath(args.program))
+    else:  # the toolkit's process runner: the program once, in the host's environment
+        env.update(host_env)
+        command = [sys.executable, os.path.abspath(args.program)]
     print("running:", " ".join(command), flush=True)
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, bufsize=1)
@@ -260,7 +283,8 @@ def run_emulated_hosts(args, work_dir: str, final: dict) -> tuple:
     channel = os.path.join(work_dir, "dataset", job_io.TRAIN_CHANNEL)
     _prepare_dataset(args, work_dir, channel)
     hps = _hyperparameters(args)
-    hps.update(job_io.mpi_hyperparameters(args.ranks // args.hosts))  # as the launcher sends
+    # As the launcher sends them.
+    hps.update(job_io.distribution_hyperparameters(args.distribution, args.ranks // args.hosts))
     environment = {"HOROVOD_CYCLE_TIME": os.environ.get("HOROVOD_CYCLE_TIME",
                                                         DEFAULT_HOROVOD_CYCLE_TIME),
                    "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}

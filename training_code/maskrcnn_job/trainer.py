@@ -1,9 +1,12 @@
-"""The training loop: Model Garden's Mask R-CNN task, data-parallel through `distributed`.
+"""The training loop: Model Garden's Mask R-CNN task, data-parallel through a distribution backend.
 
-Model, inputs and losses come from Model Garden's MaskRCNNTask; this module owns the custom loop
-that Horovod needs: broadcast from rank 0 before the first step, averaged gradients, periodic
-checkpoints (rank 0, into the directory SageMaker syncs) and resume, COCO evaluation, TensorBoard
-summaries, metric lines, and the SavedModel at the end.
+Model, inputs and losses come from Model Garden's MaskRCNNTask; this module owns the custom loop:
+the chief's state everywhere before the first step, steps run by the backend (Horovod's averaged
+gradients, or a tf.distribute strategy's), periodic checkpoints (the chief's copy into the
+directory SageMaker syncs) and resume, COCO evaluation, TensorBoard summaries, metric lines, and
+the SavedModel at the end. The backend (distributed.HorovodBackend,
+tf_distribute.MultiWorkerMirroredBackend or tf_distribute.ParameterServerBackend) is the seam:
+nothing here depends on which one runs.
 """
 
 import dataclasses
@@ -11,6 +14,7 @@ import glob
 import logging
 import os
 import re
+import shutil
 import tempfile
 import time
 from typing import Dict, List, Optional
@@ -69,7 +73,16 @@ class Trainer:
         self.mixed = self.config.runtime.mixed_precision_dtype == "float16"
         performance.set_mixed_precision_policy(self.config.runtime.mixed_precision_dtype)
         self.task = maskrcnn.MaskRCNNTask(self.config.task, logging_dir=paths.output_data_dir)
-        self.model = experiment.build_model(self.task, backend.sync_batch_norm_layer)
+        with backend.scope():
+            self.model = experiment.build_model(self.task, backend.sync_batch_norm_layer)
+            factory = optimization.OptimizerFactory(self.config.trainer.optimizer_config)
+            self.learning_rate = factory.build_learning_rate()
+            self.optimizer = performance.configure_optimizer(
+                factory.build_optimizer(self.learning_rate), use_float16=self.mixed)
+            # Model Garden builds a legacy tf_keras optimizer: create its slots now, so that
+            # restore and broadcast see every optimizer variable before the first step.
+            inner = getattr(self.optimizer, "inner_optimizer", self.optimizer)
+            inner._create_all_weights(self.model.trainable_variables)  # pylint: disable=protected-access
         # What can differ between ranks: batch-norm moving statistics (per_rank; under sync, by
         # rounding at most). Not the frozen layers' (batch_norm=frozen): the same on every rank,
         # and an average of equal values rounds them when the number of ranks is not a power of 2.
@@ -79,27 +92,20 @@ class Trainer:
         self._per_rank_state = [v for v in self.model.non_trainable_variables
                                 if v.ref() not in frozen]
         if paths.init_checkpoint and backend.is_chief:
-            self.task.initialize(self.model)  # the broadcast below hands it to the other ranks
-        factory = optimization.OptimizerFactory(self.config.trainer.optimizer_config)
-        self.learning_rate = factory.build_learning_rate()
-        self.optimizer = performance.configure_optimizer(
-            factory.build_optimizer(self.learning_rate), use_float16=self.mixed)
-        # Model Garden builds a legacy tf_keras optimizer: create its slots now, so that restore
-        # and broadcast see every optimizer variable before the first step.
-        inner = getattr(self.optimizer, "inner_optimizer", self.optimizer)
-        inner._create_all_weights(self.model.trainable_variables)  # pylint: disable=protected-access
+            self.task.initialize(self.model)  # the broadcast in start() hands it to the others
         self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer)
-        self.manager = tf.train.CheckpointManager(
-            self.checkpoint, paths.checkpoint_dir, max_to_keep=3,
-            step_counter=self.optimizer.iterations)
+        self._managers: Dict[str, tf.train.CheckpointManager] = {}
+        # Evaluation and export run on this model: the training model, or (under a strategy) a
+        # plain copy refreshed from it, so that inference runs outside the strategy.
+        self.inference_model, self._refresh_inference_model = backend.inference_model(
+            self.model, lambda: experiment.build_model(self.task, backend.sync_batch_norm_layer))
         self.evaluator = evaluation.Evaluator(
-            self.task, self.model, self.config.task.validation_data, backend,
+            self.task, self.inference_model, self.config.task.validation_data, backend,
             dataset.val_annotations, hps.eval_max_images)
         self.summary_writer = (tf.summary.create_file_writer(
             os.path.join(paths.output_data_dir, "tensorboard")) if backend.is_chief else None)
-        self._train_step = tf.function(self._train_step_fn)
+        self._run_steps = None  # set by start(): the backend's step runner over the training set
         self._checkpoint_step: Optional[int] = None  # set by start()
-        self._checkpoint_path: Optional[str] = None  # rank 0: what the export restores
 
     @property
     def step(self) -> int:
@@ -124,7 +130,6 @@ class Trainer:
                             path, problems[-1])
                 continue
             log.info("resumed from %s at step %d", path, self.step)
-            self._checkpoint_path = path
             return
         if problems:
             raise CheckpointError(
@@ -144,7 +149,8 @@ class Trainer:
             log.info("starting from step 0 (no checkpoint in %s)", self.paths.checkpoint_dir)
 
     def _train_step_fn(self, images, labels) -> Dict[str, tf.Tensor]:
-        """Model Garden's MaskRCNNTask.train_step, with gradients averaged over the ranks."""
+        """Model Garden's MaskRCNNTask.train_step, with gradients averaged over the replicas that
+        step together (one replica's step: the backend runs it on each)."""
         with tf.GradientTape() as tape:
             model_kwargs = {
                 "image_shape": labels["image_info"][:, 1, :],
@@ -173,16 +179,28 @@ class Trainer:
         evaluating."""
         self.backend.average_variables(self._per_rank_state)
 
+    def _manager(self, directory: str) -> tf.train.CheckpointManager:
+        if directory not in self._managers:
+            self._managers[directory] = tf.train.CheckpointManager(
+                self.checkpoint, directory, max_to_keep=3, step_counter=self.optimizer.iterations)
+        return self._managers[directory]
+
     def _save_checkpoint(self) -> None:
         self._synchronize_state()
-        if self.backend.is_chief:
-            path = self.manager.save(checkpoint_number=self.step)
+        directory = self.backend.checkpoint_directory(self.paths.checkpoint_dir)
+        if directory == self.paths.checkpoint_dir:
+            path = self._manager(directory).save(checkpoint_number=self.step)
             log.info("rank %d wrote checkpoint %s", self.backend.rank, path)
-            self._checkpoint_path = path
+        elif directory is not None:
+            # A copy the backend needs written (saving is a collective) but nobody keeps.
+            tf.train.CheckpointManager(self.checkpoint, directory, max_to_keep=1).save(
+                checkpoint_number=self.step)
+            shutil.rmtree(directory, ignore_errors=True)
         self._checkpoint_step = self.step
 
     def _evaluate(self) -> Optional[Dict[str, float]]:
         self._synchronize_state()
+        self._refresh_inference_model()
         started = time.time()
         values = self.evaluator.evaluate()
         if values is not None:
@@ -228,60 +246,69 @@ class Trainer:
         metric_lines.emit(values)
         self._write_summaries(values)
 
-    def training_iterator(self):
-        """This rank's share of the training set, endless, shuffled, parsed by Model Garden."""
-        # A resumed run sees the data in a new order rather than replaying the first epochs.
-        self.config.task.train_data.seed = self.hps.seed + self.step
-        return iter(self.task.build_inputs(self.config.task.train_data,
-                                           input_context=self.backend.input_context()))
-
-    def train_step(self, images, labels) -> Dict[str, tf.Tensor]:
-        """One data-parallel step (traced once); returns this rank's losses."""
-        return self._train_step(images, labels)
+    def _training_inputs(self, input_context: tf.distribute.InputContext) -> tf.data.Dataset:
+        """One input pipeline's share of the training set, endless, shuffled, parsed by Model
+        Garden (the backend calls this once per pipeline)."""
+        return self.task.build_inputs(self.config.task.train_data, input_context=input_context)
 
     def start(self) -> None:
-        """Restores the latest checkpoint on rank 0 and broadcasts the state to every rank."""
+        """The chief's state (latest checkpoint) everywhere, then the backend's step runner."""
         self._restore_and_broadcast()
+        # A resumed run sees the data in a new order rather than replaying the first epochs.
+        self.config.task.train_data.seed = self.backend.input_seed(self.hps.seed + self.step)
+        self._run_steps = self.backend.step_runner(self._train_step_fn, self._training_inputs)
 
-    def _next_batch(self, iterator):
+    def train_steps(self, count: int) -> List[Dict[str, np.ndarray]]:
+        """`count` steps; the losses of each (this rank's, or the worker's that ran it)."""
         try:
-            return next(iterator)
+            return self._run_steps(count)
         except tf.errors.DataLossError as error:
             where = experiment.locate_corruption(self.dataset.train_files)
             raise RuntimeError(f"corrupt training data in {where}: {error.message}; re-run the "
                                "converter for this split") from None
+
+    def _next_stop(self, step: int) -> int:
+        """The next step after `step` at which the loop logs, saves, evaluates or ends."""
+        periods = [self.hps.log_every_steps, self.hps.checkpoint_every_steps,
+                   self.schedule.eval_every_steps]
+        return min([self.schedule.total_steps]
+                   + [(step // p + 1) * p for p in periods if p])
 
     def run(self) -> Optional[Dict[str, float]]:
         """Trains to the end of the schedule, evaluates, exports. Returns final metrics on rank 0."""
         self.start()
         total = self.schedule.total_steps
         hps, schedule = self.hps, self.schedule
-        if self.step < total:
-            iterator = self.training_iterator()
-            if self.backend.is_chief:
-                log.info("training steps %d..%d: %d ranks x %d images, %d steps per epoch",
-                         self.step + 1, total, self.backend.size, hps.images_per_gpu,
-                         schedule.steps_per_epoch)
-        # Throughput is timed from the end of a step: the first one also traces the graph.
-        window, timed_steps, window_start = [], -1, time.time()
+        if self.backend.is_chief and self.step < total:
+            log.info("training steps %d..%d: %d replicas x %d images, %d steps per epoch",
+                     self.step + 1, total, self.backend.size, hps.images_per_gpu,
+                     schedule.steps_per_epoch)
+        # The first step of this process also traces the graph: it is not timed.
+        window, timed_steps, timed_seconds, first = [], 0, 0.0, True
+
+        def crossed(before: int, after: int, period: int) -> bool:
+            return bool(period) and before // period < after // period
+
         while self.step < total:
-            images, labels = self._next_batch(iterator)
-            losses = self.train_step(images, labels)
-            window.append({name: value.numpy() for name, value in losses.items()})
-            timed_steps += 1
-            if timed_steps == 0:
-                window_start = time.time()
+            before = self.step
+            started = time.time()
+            losses = self.train_steps(1 if first else self._next_stop(before) - before)
+            if not first:
+                timed_steps += len(losses)
+                timed_seconds += time.time() - started
+            first = False
+            window += losses
             step = self.step
-            if not np.isfinite(window[-1]["total_loss"]):
-                raise FloatingPointError(f"loss is {window[-1]['total_loss']} at step {step}")
-            if step % hps.log_every_steps == 0 or step == total:
-                self._log_progress(window, timed_steps, time.time() - window_start)
-                window, timed_steps, window_start = [], 0, time.time()
-            if step % hps.checkpoint_every_steps == 0 and step < total:
+            for values in losses:
+                if not np.isfinite(values["total_loss"]):
+                    raise FloatingPointError(f"loss is {values['total_loss']} at step {step}")
+            if crossed(before, step, hps.log_every_steps) or step >= total:
+                self._log_progress(window, timed_steps, timed_seconds)
+                window, timed_steps, timed_seconds = [], 0, 0.0
+            if crossed(before, step, hps.checkpoint_every_steps) and step < total:
                 self._save_checkpoint()
-            if schedule.eval_every_steps and step % schedule.eval_every_steps == 0 and step < total:
+            if crossed(before, step, schedule.eval_every_steps) and step < total:
                 self._evaluate()
-                window_start = time.time()  # evaluation time is not training throughput
         # Not the manager's latest: that may be a truncated checkpoint this run skipped.
         if self._checkpoint_step != self.step:
             self._save_checkpoint()
@@ -292,23 +319,20 @@ class Trainer:
             # ranks print at once can interleave in mpirun's output.
             print(f"final weights fingerprints by rank: {' '.join(fingerprints)} "
                   f"({sum(int(np.prod(v.shape)) for v in self.model.variables)} values)", flush=True)
-        if self.backend.local_rank == 0:
+        if self.backend.exports_model:
             self._export()
         self.backend.gather_objects("done")  # the other ranks wait until the exports succeeded
         return final
 
     def _export(self) -> None:
-        """The SavedModel from every host's first rank. SageMaker uploads one host's /opt/ml/model,
-        and the job cannot know which: the toolkit's MPI master is the first host of the instance
-        group, not necessarily algo-1. The weights are the same on every rank (checked above);
-        only rank 0 has checkpoints, so the other hosts write their own model-only one first."""
-        if self.backend.is_chief:
-            exported = export.export_saved_model(self.config, self._checkpoint_path,
-                                                 self.paths.model_dir)
-        else:
-            with tempfile.TemporaryDirectory() as scratch:
-                weights = tf.train.Checkpoint(model=self.model).write(
-                    os.path.join(scratch, "final"))
-                exported = export.export_saved_model(self.config, weights, self.paths.model_dir)
+        """The SavedModel, from every host (its first rank). SageMaker uploads one host's
+        /opt/ml/model, and the job cannot know which: the toolkit's MPI master is the first host
+        of the instance group, not necessarily algo-1. The weights are the same everywhere
+        (checked above); each exporter writes them to a model-only checkpoint first."""
+        self._refresh_inference_model()
+        with tempfile.TemporaryDirectory() as scratch:
+            weights = tf.train.Checkpoint(model=self.inference_model).write(
+                os.path.join(scratch, "final"))
+            exported = export.export_saved_model(self.config, weights, self.paths.model_dir)
         # print, not log: only rank 0 logs at INFO.
         print(f"rank {self.backend.rank} exported SavedModel to {exported}", flush=True)
