@@ -8,7 +8,8 @@ The trainer talks to a backend and to nothing else about distribution. A backend
 - `step_runner(step_fn, dataset_fn)`: a function (count) -> the losses of `count` training steps,
   each running `step_fn(images, labels)` on every replica with batches from `dataset_fn`'s
   pipelines; `gradient_tape(tape)` averages gradients over the replicas of a step;
-- `checkpoint_directory(dir)`, `inference_model(model, build)`, `input_context()` (evaluation);
+- `checkpoint_directory(dir)`, `checkpoint_options`, `inference_model(model, build)`,
+  `input_context()` (evaluation);
 - collectives: `broadcast_from_chief`, `average_variables`, `mean`, `gather_objects`,
   `check_replicas_equal`.
 This module's `HorovodBackend` is one; tf_distribute.py holds TensorFlow's strategies
@@ -126,6 +127,8 @@ class HorovodBackend:
                     for _ in range(count)]
 
         return run
+
+    checkpoint_options = None  # the ranks read and write their own files
 
     def checkpoint_directory(self, directory: str) -> Optional[str]:
         """Rank 0 writes the checkpoints; every rank holds the same state."""

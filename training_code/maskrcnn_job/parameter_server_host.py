@@ -23,6 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from typing import Dict, Optional
 
@@ -131,7 +132,8 @@ def run(env: sagemaker_env.JobEnvironment, hps: Hyperparameters,
         tasks.stop_all()
         os._exit(128 + signal.SIGTERM)
 
-    signal.signal(signal.SIGTERM, on_sigterm)
+    if threading.current_thread() is threading.main_thread():  # where signals are delivered
+        signal.signal(signal.SIGTERM, on_sigterm)
     try:
         for task in cluster_spec.parameter_server_tasks(env.hosts, env.current_host):
             tasks.start(task)

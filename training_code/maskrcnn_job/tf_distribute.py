@@ -161,6 +161,8 @@ class MultiWorkerMirroredBackend:
 
         return run
 
+    checkpoint_options = None
+
     def checkpoint_directory(self, directory: str) -> str:
         """Every worker saves (reading batch-norm statistics is a collective); only the chief's
         copy goes to `directory`, the others to a scratch directory removed after the save."""
@@ -298,6 +300,12 @@ class ParameterServerBackend:
     def checkpoint_directory(self, directory: str) -> str:
         return directory
 
+    # The variables live on the PS tasks, which would each write (and read) their shards on
+    # their own host, where /opt/ml/checkpoints is not the chief's: every byte goes through the
+    # chief instead (TensorFlow's io_device, meant for this).
+    checkpoint_options = tf.train.CheckpointOptions(
+        experimental_io_device="/job:chief/replica:0/task:0/device:CPU:0")
+
     def broadcast_from_chief(self, variables: Sequence[tf.Variable]) -> None:
         """One copy of each variable, on the PS tasks: nothing to broadcast."""
 
@@ -322,8 +330,9 @@ def serve(tf_config: dict, threads: int = 0) -> None:
         tf.config.set_visible_devices([], "GPU")
     else:
         _visible_gpus()
-    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads,
-                                      inter_op_parallelism_threads=threads)
+    # Intra-op threads only: a step's remote receives block inter-op threads while they wait,
+    # and with a single one the step on this worker never ends (seen on 2 emulated hosts).
+    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads)
     server = tf.distribute.Server(
         tf.train.ClusterSpec(tf_config["cluster"]), job_name=task_type, task_index=index,
         protocol="grpc", config=config, start=True)

@@ -122,7 +122,8 @@ class Trainer:
         problems = []
         for path in checkpoints_newest_first(self.paths.checkpoint_dir):
             try:
-                self.checkpoint.restore(path).assert_existing_objects_matched()
+                self.checkpoint.restore(
+                    path, options=self.backend.checkpoint_options).assert_existing_objects_matched()
             except Exception as error:  # noqa: BLE001  (truncated files raise IndexError too)
                 first_line = (str(error).strip().splitlines() or [""])[0][:300]
                 problems.append(f"{os.path.basename(path)}: {type(error).__name__}: {first_line}")
@@ -189,12 +190,13 @@ class Trainer:
         self._synchronize_state()
         directory = self.backend.checkpoint_directory(self.paths.checkpoint_dir)
         if directory == self.paths.checkpoint_dir:
-            path = self._manager(directory).save(checkpoint_number=self.step)
+            path = self._manager(directory).save(checkpoint_number=self.step,
+                                                 options=self.backend.checkpoint_options)
             log.info("rank %d wrote checkpoint %s", self.backend.rank, path)
         elif directory is not None:
             # A copy the backend needs written (saving is a collective) but nobody keeps.
             tf.train.CheckpointManager(self.checkpoint, directory, max_to_keep=1).save(
-                checkpoint_number=self.step)
+                checkpoint_number=self.step, options=self.backend.checkpoint_options)
             shutil.rmtree(directory, ignore_errors=True)
         self._checkpoint_step = self.step
 
