@@ -28,6 +28,15 @@ def _steps(output):
     return [int(s) for s in re.findall(r"train/step: (\d+)$", output, re.M)]
 
 
+def _resume_with_a_failure(work, distribution, max_steps, inject):
+    """Resumes the run in `work` with task/rank `inject` = RANK:STEP failing on purpose."""
+    run = _local_run(work, "--distribution", distribution, "--hosts", "2",
+                     "--hp", f"max_steps={max_steps}", "--resume", "--program", FAILING_TRAIN,
+                     "--container-env", f"INJECT_FAILURE={inject}")
+    assert run.returncode != 0
+    return run
+
+
 def _kill_task(pattern: str) -> int:
     """SIGKILL the processes whose command line matches (tasks carry --tf_task=TYPE:INDEX)."""
     return subprocess.run(["pkill", "-KILL", "-f", pattern]).returncode
@@ -95,10 +104,7 @@ def test_mirrored_checkpoints_only_the_chiefs_copy_and_every_host_exports(mirror
 
 def test_mirrored_resumes_and_a_failing_worker_fails_the_job_fast(mirrored):
     work = mirrored["work"]
-    run = _local_run(work, "--distribution", "multi_worker_mirrored", "--hosts", "2",
-                     "--hp", "max_steps=30", "--resume", "--program", FAILING_TRAIN,
-                     "--container-env", "INJECT_FAILURE=1:23")
-    assert run.returncode != 0
+    run = _resume_with_a_failure(work, "multi_worker_mirrored", 30, "1:23")
     assert "resumed from /opt/ml/checkpoints/ckpt-20 at step 20" in run.stdout
     assert re.search(r"failure \(job failure reason\):\n.*worker 1 on algo-2: RuntimeError: "
                      r"injected failure at step 23", run.stdout), run.stdout[-3000:]
@@ -149,10 +155,7 @@ def test_parameter_servers_checkpoint_on_the_chief_and_export(parameter_servers)
 
 def test_parameter_servers_resume_and_a_failing_chief_ends_the_job_fast(parameter_servers):
     work = parameter_servers["work"]
-    run = _local_run(work, "--distribution", "parameter_server", "--hosts", "2",
-                     "--hp", "max_steps=50", "--resume", "--program", FAILING_TRAIN,
-                     "--container-env", "INJECT_FAILURE=0:43")
-    assert run.returncode != 0
+    run = _resume_with_a_failure(work, "parameter_server", 50, "0:43")
     assert re.search(r"resumed from /opt/ml/checkpoints/ckpt-4\d at step 4\d", run.stdout)
     assert re.search(r"failure \(job failure reason\):\n.*chief 0 on algo-1: RuntimeError: "
                      r"injected failure", run.stdout), run.stdout[-3000:]
