@@ -41,7 +41,7 @@ help:
 	@echo "make test   - set up and run all tests"
 	@echo "make synth  - synthesize the CDK app into cdk.out (offline, cdk-nag applied)"
 	@echo "make lint   - synthesize, then cfn-lint every template"
-	@echo "make bench  - CPU benchmarks: training (images/s, scaling, allreduce share), converter speed"
+	@echo "make bench  - CPU benchmarks (root, ~30 min): horovod, multi_worker_mirrored, parameter_server side by side (images/s, scaling, communication share, mask AP in a time budget), converter speed"
 
 setup: apt $(VENV)/.horovod $(DLC_VENV)/.installed $(IMAGE_VENV)/.installed node_modules/.installed
 

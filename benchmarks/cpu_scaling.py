@@ -1,12 +1,25 @@
-"""CPU figures of the training job: throughput with 1 and 2 ranks, scaling efficiency, allreduce
-share of the step, input pipeline against model consumption, mask AP after a fixed number of steps.
+"""CPU figures of the training job, its three distributions side by side (`make bench`).
 
-Prints figures only (no assertions). Runs the real job code through mpirun, on the synthetic
-dataset of `maskrcnn_job.local_run`, with its demo hyperparameters (ResNet-18-FPN, 128 px, compact heads,
-2 images per rank; batch_norm=sync, whose allreduces count in the step, not in "allreduce alone").
-About 5 minutes on 2 cores, plus the AP run if --ap-steps > 0.
+Figures only, no assertions. Every run is `python -m maskrcnn_job.local_run`, on its synthetic
+dataset, with the demo's hyperparameters (ResNet-18-FPN, 128 px, compact heads, 2 images per
+worker) and batch_norm=per_rank for all three (parameter_server cannot synchronize batch norm, and
+so the only communication is the gradients'):
+1. Horovod on one host (mpirun): 1 rank x 1 thread, 1 x 2, 2 x 1; step time, allreduce alone and
+   its share, the input pipeline alone (benchmarks/step_timing.py, in place of train.py).
+2. horovod, multi_worker_mirrored and parameter_server with 1 worker (one host, 1 thread) and with
+   2 workers (2 emulated hosts under the real SageMaker toolkit, 1 process of 1 thread each: the
+   placement the strategies need, and the one SageMaker gives): images/s, scaling efficiency,
+   a worker's step, one step's communication alone and its share of the step.
+3. Mask AP after the same wall-clock budget of training (--budget seconds) on 2 emulated hosts:
+   each strategy trains train.py itself for the steps its measured throughput makes of the
+   budget, then evaluates the 50 val images.
+Prints markdown tables for training_code/README.md and writes every figure to
+<work-dir>/cpu_scaling.json, each run's output to <work-dir>/logs/. Root only (emulated hosts).
+About 30 minutes on 2 cores with the defaults; --smoke checks the whole path in about 20 minutes
+(tiny dataset, 4 timed steps, 5 s budget: the figures mean nothing).
 
-  .venv/bin/python benchmarks/cpu_scaling.py [--steps 30] [--ap-steps 600]
+  .venv/bin/python benchmarks/cpu_scaling.py [--steps 30] [--budget 90] [--smoke]
+      [--runs horovod-2x1,mwms-2h] [--hp KEY=VALUE] [--env KEY=VALUE]
 """
 
 import argparse
@@ -18,13 +31,26 @@ import subprocess
 import sys
 import time
 
-from maskrcnn_job import local_run
-
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
 STEP_TIMING = os.path.join(REPO, "benchmarks", "step_timing.py")
-# (ranks, intra-op threads per rank): one core, both cores in one process, one core per rank.
-CONFIGS = ((1, 1), (1, 2), (2, 1))
+STRATEGIES = ("horovod", "multi_worker_mirrored", "parameter_server")
+SHORT = {"horovod": "horovod", "multi_worker_mirrored": "mwms", "parameter_server": "ps"}
+
+# name -> (distribution, hosts, ranks, threads per rank, measure the input pipeline)
+TIMING_RUNS = {
+    "horovod-1x1": ("horovod", 1, 1, 1, True),
+    "horovod-1x2": ("horovod", 1, 1, 2, True),
+    "horovod-2x1": ("horovod", 1, 2, 1, True),
+    "horovod-2h": ("horovod", 2, 2, 1, False),
+    "mwms-1x1": ("multi_worker_mirrored", 1, 1, 1, False),
+    "mwms-2h": ("multi_worker_mirrored", 2, 2, 1, False),
+    "ps-1x1": ("parameter_server", 1, 1, 1, False),
+    "ps-2h": ("parameter_server", 2, 2, 1, False),
+}
+HOROVOD_ONE_HOST = ("horovod-1x1", "horovod-1x2", "horovod-2x1")
+# Every run: what the bench compares is the gradients' communication; see the docstring.
+COMMON_HPS = ["batch_norm=per_rank"]
+SMOKE_DATASET = ["--train-images", "16", "--val-images", "8", "--image-size", "64"]
 
 
 def _machine() -> str:
@@ -38,67 +64,210 @@ def _machine() -> str:
             f"Python {platform.python_version()}, TensorFlow {tf.__version__}")
 
 
-def _time_config(work_dir: str, ranks: int, threads: int, steps: int) -> dict:
-    args = local_run.parse_args(["--work-dir", work_dir, "--ranks", str(ranks),
-                                 "--hp", f"threads_per_rank={threads}"])
-    host_env = local_run.prepare_layout(args, os.path.abspath(work_dir))
-    command = local_run.mpirun_command(ranks, host_env, STEP_TIMING)
-    env = dict(os.environ, BENCH_STEPS=str(steps), TF_CPP_MIN_LOG_LEVEL="2")
-    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1200)
-    line = next((l for l in result.stdout.splitlines() if l.startswith("BENCH ")), None)
-    if result.returncode != 0 or line is None:
-        raise RuntimeError(f"timing run {ranks}x{threads} failed:\n{result.stdout[-3000:]}"
-                           f"\n{result.stderr[-3000:]}")
-    return json.loads(line[len("BENCH "):])
-
-
-def _mask_ap_after(work_dir: str, steps: int) -> dict:
+def _local_run(args, name: str, distribution: str, hosts: int, extra: list, env: dict,
+               timeout: int) -> str:
+    """One local_run; its output, also kept in <work-dir>/logs/<name>.txt. `env` goes to the
+    processes on one host or emulated ones."""
+    command = [sys.executable, "-m", "maskrcnn_job.local_run", "--work-dir", args.work_dir,
+               "--distribution", distribution, "--hosts", str(hosts),
+               "--timeout", str(timeout)]
+    if args.smoke:
+        command += SMOKE_DATASET
+    for item in COMMON_HPS + args.hp:
+        command += ["--hp", item]
+    for key, value in env.items():
+        command += ["--container-env", f"{key}={value}"]
+    command += extra
     started = time.time()
-    result = subprocess.run(
-        [sys.executable, "-m", "maskrcnn_job.local_run", "--work-dir",
-         work_dir, "--hp", f"max_steps={steps}", "--hp", "eval_every_epochs=0"],
-        capture_output=True, text=True, timeout=3600)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout + 120,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **env))
+    log = os.path.join(args.work_dir, "logs", f"{name}.txt")
+    os.makedirs(os.path.dirname(log), exist_ok=True)
+    with open(log, "w", encoding="utf-8") as f:
+        f.write(f"{' '.join(command)}\n{result.stdout}\n{result.stderr}")
     if result.returncode != 0:
-        raise RuntimeError(f"AP run failed:\n{result.stdout[-3000:]}")
-    values = dict(re.findall(r"^(eval/\w+): (\S+)$", result.stdout, re.M))
-    return {"steps": steps, "seconds": time.time() - started,
-            "segm_AP": float(values["eval/segm_AP"]), "bbox_AP": float(values["eval/bbox_AP"])}
+        raise RuntimeError(f"{name} failed ({result.returncode}), log {log}:\n"
+                           f"{result.stdout[-4000:]}\n{result.stderr[-3000:]}")
+    print(f"  {name}: {time.time() - started:.0f} s", flush=True)
+    return result.stdout
 
 
-def main(argv=None) -> None:
+def _time_run(args, name: str) -> dict:
+    distribution, hosts, ranks, threads, measure_input = TIMING_RUNS[name]
+    env = dict(args.env, BENCH_STEPS=str(args.steps), BENCH_CHUNK=str(args.chunk),
+               BENCH_WARMUP=str(args.warmup), BENCH_INPUT="1" if measure_input else "0")
+    extra = ["--program", STEP_TIMING, "--hp", f"threads_per_rank={threads}"]
+    if distribution == "horovod":
+        extra += ["--ranks", str(ranks)]
+    output = _local_run(args, name, distribution, hosts, extra, env, timeout=900)
+    found = re.findall(r"BENCH (\{.*\})", output)
+    if not found:
+        raise RuntimeError(f"{name}: no BENCH line in its output:\n{output[-4000:]}")
+    return dict(json.loads(found[-1]), run=name, placement=(
+        f"{hosts} emulated hosts x 1 process" if hosts > 1 else f"1 host, {ranks} x {threads}"))
+
+
+def _ap_run(args, distribution: str, steps: int) -> dict:
+    started = time.time()
+    output = _local_run(args, f"ap-{SHORT[distribution]}", distribution, 2,
+                        ["--hp", f"max_steps={steps}", "--hp", "eval_every_epochs=0",
+                         "--hp", "checkpoint_every_steps=1000000"], dict(args.env),
+                        timeout=600 + 20 * args.budget)
+    values = dict(re.findall(r"^(eval/\w+): (\S+)$", output, re.M))
+    speeds = [float(v) for v in re.findall(r"train/images_per_sec: (\S+)", output)]
+    return {"steps": steps, "run_s": time.time() - started,
+            "segm_AP": float(values["eval/segm_AP"]), "bbox_AP": float(values["eval/bbox_AP"]),
+            "logged_images_per_sec": speeds}
+
+
+def _figures(timing: dict, ap: dict, budget: int) -> dict:
+    """Per strategy: what the side-by-side table shows."""
+    out = {}
+    for distribution in STRATEGIES:
+        short = SHORT[distribution]
+        one, two = timing.get(f"{short}-1x1"), timing.get(f"{short}-2h")
+        row = {}
+        if one:
+            row["images_per_sec_1"] = one["images_per_sec"]
+            row["comm_share_1"] = one["comm_s"] / one["step_s"]
+        if two:
+            row.update(images_per_sec_2=two["images_per_sec"], step_s_2=two["step_s"],
+                       comm_ms_2=1000 * two["comm_s"], comm_share_2=two["comm_s"] / two["step_s"],
+                       images_per_step_2=two["images_per_step"])
+        if one and two:
+            row["scaling_efficiency"] = two["images_per_sec"] / (2 * one["images_per_sec"])
+        if distribution in ap:
+            row.update({f"ap_{k}": v for k, v in ap[distribution].items()}, budget_s=budget)
+        out[distribution] = row
+    return out
+
+
+def _cell(row: dict, key: str, fmt: str) -> str:
+    return fmt.format(row[key]) if key in row else "–"
+
+
+def print_strategy_table(figures: dict, budget: int) -> None:
+    rows = [
+        ("images/s, 1 worker (1 host, 1 core)", "images_per_sec_1", "{:.1f}"),
+        ("images/s, 2 workers (2 emulated hosts x 1 core)", "images_per_sec_2", "{:.1f}"),
+        ("scaling efficiency (2 workers / twice 1 worker)", "scaling_efficiency", "{:.2f}"),
+        ("a worker's step, 2 workers (s)", "step_s_2", "{:.3f}"),
+        ("one step's communication alone, 2 workers (ms)", "comm_ms_2", "{:.0f}"),
+        ("communication share of a worker's step, 2 workers", "comm_share_2", "{:.0%}"),
+        ("communication share, 1 worker", "comm_share_1", "{:.0%}"),
+        (f"steps in {budget} s of training (images per step)", None, None),
+        (f"mask AP after {budget} s of training", "ap_segm_AP", "{:.3f}"),
+        (f"box AP after {budget} s of training", "ap_bbox_AP", "{:.3f}"),
+        ("whole AP run (start-up, training, evaluation, export; s)", "ap_run_s", "{:.0f}"),
+    ]
+    print("\n| 2 workers on this machine | " + " | ".join(f"`{d}`" for d in STRATEGIES) + " |")
+    print("|---|" + "---|" * len(STRATEGIES))
+    for label, key, fmt in rows:
+        if key is None:
+            cells = [f"{figures[d]['ap_steps']} ({figures[d]['images_per_step_2']})"
+                     if "ap_steps" in figures[d] else "–" for d in STRATEGIES]
+        else:
+            cells = [_cell(figures[d], key, fmt) for d in STRATEGIES]
+        if key == "comm_share_1":  # one synchronous worker communicates with nobody
+            cells = [c if d == "parameter_server" else "–" for c, d in zip(cells, STRATEGIES)]
+        print(f"| {label} | " + " | ".join(cells) + " |")
+
+
+def print_horovod_table(timing: dict) -> None:
+    if not any(name in timing for name in HOROVOD_ONE_HOST):
+        return
+    print("\n| ranks x intra-op threads | step (s) | images/s (all ranks) | allreduce alone (ms) "
+          "| allreduce share of step | input pipeline alone, images/s per rank (first pass "
+          "decode+parse / from cache) | model consumes, images/s per rank |")
+    print("|---|---|---|---|---|---|---|")
+    for name in HOROVOD_ONE_HOST:
+        if name not in timing:
+            continue
+        r = timing[name]
+        _, _, ranks, threads, _ = TIMING_RUNS[name]
+        comm = ("–", "–") if ranks == 1 else (f"{1000 * r['comm_s']:.0f}",
+                                               f"{r['comm_s'] / r['step_s']:.0%}")
+        print(f"| {ranks} x {threads} | {r['step_s']:.3f} | {r['images_per_sec']:.1f} "
+              f"| {comm[0]} | {comm[1]} | {r['parse_images_per_sec_per_rank']:.0f} / "
+              f"{r['input_images_per_sec_per_rank']:.0f} | {r['images_per_sec'] / ranks:.1f} |")
+    if all(name in timing for name in HOROVOD_ONE_HOST):
+        one, both, two = (timing[n]["images_per_sec"] for n in HOROVOD_ONE_HOST)
+        print(f"\nscaling efficiency, 2 ranks x 1 thread vs 2 x (1 rank x 1 thread): "
+              f"{two / (2 * one):.2f}; 2 ranks x 1 thread vs 1 rank x 2 threads (same cores): "
+              f"{two / both:.2f}")
+
+
+def _key_value(text: str) -> tuple:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE")
+    return tuple(text.split("=", 1))
+
+
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work-dir", default="build/bench")
-    parser.add_argument("--steps", type=int, default=30, help="timed steps per config (30)")
-    parser.add_argument("--ap-steps", type=int, default=0,
-                        help="also train this many steps with local_run and report AP (0: skip)")
+    parser.add_argument("--steps", type=int, default=30, help="timed steps per run (30)")
+    parser.add_argument("--chunk", type=int, default=10,
+                        help="steps per timed chunk; the median chunk counts (10)")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed steps first (5)")
+    parser.add_argument("--budget", type=int, default=90,
+                        help="seconds of training before the AP of each strategy (90); 0: skip")
+    parser.add_argument("--runs", default=",".join(TIMING_RUNS),
+                        help=f"timing runs, comma-separated (all: {','.join(TIMING_RUNS)})")
+    parser.add_argument("--hp", action="append", default=[], metavar="KEY=VALUE",
+                        help="a hyperparameter for every run (repeatable)")
+    parser.add_argument("--env", action="append", default=[], type=_key_value,
+                        metavar="KEY=VALUE", help="an environment variable of every run's "
+                        "processes, e.g. HOROVOD_FUSION_THRESHOLD=0 (repeatable)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="check the path only: tiny dataset, 4 steps, budget 5 s")
     args = parser.parse_args(argv)
+    args.env = dict(args.env)
+    args.runs = [r for r in args.runs.split(",") if r]
+    unknown = set(args.runs) - set(TIMING_RUNS)
+    if unknown:
+        parser.error(f"--runs: unknown {sorted(unknown)}; known {list(TIMING_RUNS)}")
+    if args.smoke:
+        # 2 steps a chunk and 2 of warm-up: both parameter_server workers step at once.
+        args.steps, args.chunk, args.warmup, args.budget = 4, 2, 2, min(args.budget, 5)
+        args.env.setdefault("BENCH_COMM_REPEATS", "2")
+    args.work_dir = os.path.abspath(args.work_dir)
+    return args
 
-    print(f"machine: {_machine()}")
-    rows = {config: _time_config(args.work_dir, *config, args.steps) for config in CONFIGS}
-    print("\n| ranks x threads | step (s) | images/s | allreduce (ms) | allreduce share "
-          "| input pipeline images/s per rank: decode+parse / cached "
-          "| model consumes images/s per rank |")
-    print("|---|---|---|---|---|---|---|")
-    throughput = {}
-    for (ranks, threads), r in rows.items():
-        throughput[(ranks, threads)] = ranks * r["images_per_rank"] / r["step_s"]
-        print(f"| {ranks} x {threads} | {r['step_s']:.3f} | {throughput[(ranks, threads)]:.1f} "
-              f"| {1000 * r['allreduce_s']:.0f} | {r['allreduce_s'] / r['step_s']:.0%} "
-              f"| {r['parse_images_per_sec_per_rank']:.0f} / {r['input_images_per_sec_per_rank']:.0f} "
-              f"| {r['images_per_rank'] / r['step_s']:.1f} |")
-    parameters = rows[CONFIGS[0]]["parameters"]
-    print(f"\nmodel: {parameters / 1e6:.1f}M trainable parameters "
-          f"({parameters * 4 / 1e6:.0f} MB of fp32 gradients per allreduce)")
-    print(f"scaling efficiency, 2 ranks x 1 thread vs 2 x (1 rank x 1 thread): "
-          f"{throughput[(2, 1)] / (2 * throughput[(1, 1)]):.2f}")
-    print(f"2 ranks x 1 thread vs 1 rank x 2 threads (same cores): "
-          f"{throughput[(2, 1)] / throughput[(1, 2)]:.2f}")
-    if args.ap_steps:
-        ap = _mask_ap_after(os.path.join(args.work_dir, "ap"), args.ap_steps)
-        print(f"\nafter {ap['steps']} steps (2 ranks x 2 images, {ap['seconds'] / 60:.1f} min "
-              f"incl. start-up, eval, export): mask AP {ap['segm_AP']:.3f}, "
-              f"box AP {ap['bbox_AP']:.3f}")
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    started = time.time()
+    machine = _machine()
+    print(f"machine: {machine}", flush=True)
+    timing = {}
+    for name in args.runs:
+        timing[name] = _time_run(args, name)
+    ap = {}
+    if args.budget:
+        for distribution in STRATEGIES:
+            two = timing.get(f"{SHORT[distribution]}-2h")
+            if two:
+                steps = max(1, round(args.budget * two["images_per_sec"] / two["images_per_step"]))
+                ap[distribution] = _ap_run(args, distribution, steps)
+    figures = _figures(timing, ap, args.budget)
+    print_horovod_table(timing)
+    print_strategy_table(figures, args.budget)
+    some = next(iter(timing.values()), None)
+    if some:
+        print(f"\nmodel: {some['parameters'] / 1e6:.1f}M trainable parameters "
+              f"({some['parameters'] * 4 / 1e6:.0f} MB of fp32 gradients per step)")
+    print(f"bench took {(time.time() - started) / 60:.1f} min")
+    os.makedirs(args.work_dir, exist_ok=True)
+    path = os.path.join(args.work_dir, "cpu_scaling.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"machine": machine, "date": time.strftime("%Y-%m-%d"),
+                   "settings": {k: getattr(args, k) for k in
+                                ("steps", "chunk", "warmup", "budget", "hp", "env", "smoke")},
+                   "common_hyperparameters": COMMON_HPS, "timing": timing, "ap": ap,
+                   "figures": figures, "seconds": time.time() - started}, f, indent=1)
+    print(f"figures: {path}")
 
 
 if __name__ == "__main__":

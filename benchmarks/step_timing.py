@@ -1,23 +1,42 @@
-"""Per-rank timing program, started by cpu_scaling.py under mpirun (not a test, not the job).
+"""Timing program, run in place of train.py by benchmarks/cpu_scaling.py through
+`python -m maskrcnn_job.local_run --program benchmarks/step_timing.py` (not a test, not the job).
 
-Builds the job exactly as train.py does (same Trainer, same Horovod backend, same input
-pipeline), then measures on every rank and reports from rank 0 as one JSON line:
-  step_s        median wall time of a training step (after warm-up)
-  allreduce_s   median time of one grouped allreduce of gradient-shaped tensors alone
-  parse_images_per_sec_per_rank  the input pipeline alone, first pass (decode + parse)
-  input_images_per_sec_per_rank  the input pipeline alone, from the cache
+It is the job's own entry point, `job.main` (logging, failure file, exit status), with `job.run`
+replaced: the processes that train build the trainer exactly as train.py does (same backend,
+input pipeline, step) and time it; under parameter_server the processes that do not (each host's
+supervisor, the PS and worker tasks, which parameter_server_host.py starts as this program again)
+run the job's own code. On emulated hosts this file is copied into /opt/ml/code, so it imports
+only what the image has. The chief prints one line, `BENCH {json}`:
+  workers         processes that compute (Horovod ranks, MWMS workers, PS workers)
+  images_per_step images of one update (all replicas of a synchronous step; one PS worker's batch)
+  images_per_sec  all workers together, over the timed steps
+  step_s          a worker's step: wall time per step (synchronous), or wall time x workers / steps
+                  (parameter_server, whose workers step at the same time)
+  comm_s          one step's communication alone, median of BENCH_COMM_REPEATS (0 for one
+                  synchronous worker):
+                  horovod: a grouped allreduce of gradient-shaped zeros (fp16 if fp16_allreduce);
+                  multi_worker_mirrored: the strategy's all-reduce of the same, in replica context;
+                  parameter_server: one worker reading every trainable variable from the PS tasks
+                  and sending a gradient-shaped update back (what a step moves), one at a time
+  parse_ / input_images_per_sec_per_rank  (BENCH_INPUT=1) the input pipeline alone, first pass
+                  (decode + parse) and from its cache
+Settings (environment): BENCH_WARMUP (5) steps, then BENCH_STEPS (30) timed in chunks of
+BENCH_CHUNK (10), step_s from the median chunk.
 """
 
 import json
 import os
+import sys
 import time
 
 import numpy as np
 
-from maskrcnn_job import job, sagemaker_env
+from maskrcnn_job import cluster_spec, job
+
+_job_run = job.run
 
 
-def _median_seconds(fn, repeats):
+def _median_seconds(fn, repeats: int) -> float:
     times = []
     for _ in range(repeats):
         started = time.perf_counter()
@@ -26,54 +45,125 @@ def _median_seconds(fn, repeats):
     return float(np.median(times))
 
 
-def main():
-    steps = int(os.environ.get("BENCH_STEPS", "30"))
-    warmup = int(os.environ.get("BENCH_WARMUP", "5"))
-    trainer = job.build_trainer(sagemaker_env.load())
-    trainer.start()
-    backend = trainer.backend
-    per_rank_batch = trainer.hps.images_per_gpu
+def _horovod_communication(trainer):
+    import horovod.tensorflow as hvd  # the backend initialized it
+    import tensorflow as tf
 
-    # The input pipeline alone: the first pass decodes and parses every image (what an uncached
-    # pipeline, as on COCO, always does); later passes read the parsed cache (compact preset).
-    pipeline = trainer.training_iterator()
-    batches_per_epoch = trainer.schedule.steps_per_epoch  # per rank: its share of one epoch
+    gradients = [tf.zeros_like(v) for v in trainer.model.trainable_variables]
+    compression = hvd.Compression.fp16 if trainer.hps.fp16_allreduce else hvd.Compression.none
+    return lambda: [g.numpy() for g in hvd.grouped_allreduce(
+        gradients, op=hvd.Average, compression=compression)]
+
+
+def _mirrored_communication(trainer):
+    import tensorflow as tf
+
+    strategy, variables = trainer.backend.strategy, trainer.model.trainable_variables
+
+    @tf.function
+    def all_reduce():
+        def replica_fn():
+            return tf.distribute.get_replica_context().all_reduce(
+                tf.distribute.ReduceOp.SUM, [tf.zeros_like(v) for v in variables])
+        return strategy.run(replica_fn)
+
+    return lambda: [strategy.experimental_local_results(t)[0].numpy() for t in all_reduce()]
+
+
+def _parameter_server_communication(trainer):
+    import tensorflow as tf
+
+    strategy, variables = trainer.backend.strategy, trainer.model.trainable_variables
+    coordinator = trainer.backend.coordinator
+
+    @tf.function
+    def pull_and_push(scale):
+        # Each read crosses from its PS to the worker; the product is computed there (an
+        # argument, so nothing folds it) and sent back to the PS that holds the variable.
+        def replica_fn():
+            for variable in variables:
+                variable.assign_add(variable.read_value() * scale)
+        strategy.run(replica_fn)
+
+    zero = tf.constant(0.0)
+
+    def one():
+        coordinator.schedule(pull_and_push, args=(zero,))
+        coordinator.join()
+
+    return one
+
+
+COMMUNICATION = {"horovod": _horovod_communication,
+                 "multi_worker_mirrored": _mirrored_communication,
+                 "parameter_server": _parameter_server_communication}
+
+
+def _input_pipeline(trainer) -> dict:
+    """The input pipeline alone: the first pass decodes and parses every image (what an uncached
+    pipeline, as on COCO, always does); later passes read the parsed cache (compact preset)."""
+    dataset = trainer.task.build_inputs(trainer.config.task.train_data,
+                                        input_context=trainer.backend.input_context())
+    pipeline = iter(dataset)
+    batches = trainer.schedule.steps_per_epoch  # per rank: its share of one epoch
+    per_rank = trainer.hps.images_per_gpu
     next(pipeline)  # start-up: threads, file listing
     started = time.perf_counter()
-    for _ in range(batches_per_epoch - 1):
+    for _ in range(batches - 1):
         next(pipeline)
-    parse_ips = (batches_per_epoch - 1) * per_rank_batch / (time.perf_counter() - started)
+    parse = (batches - 1) * per_rank / (time.perf_counter() - started)
     started = time.perf_counter()
-    for _ in range(batches_per_epoch):
+    for _ in range(batches):
         next(pipeline)
-    input_ips = batches_per_epoch * per_rank_batch / (time.perf_counter() - started)
+    cached = batches * per_rank / (time.perf_counter() - started)
+    return {"parse_images_per_sec_per_rank": parse, "input_images_per_sec_per_rank": cached}
 
-    iterator = trainer.training_iterator()
-    for _ in range(warmup):
-        trainer.train_step(*next(iterator))
 
-    def one_step():
-        losses = trainer.train_step(*next(iterator))
-        losses["total_loss"].numpy()  # wait for the step to finish
-
-    step_s = _median_seconds(one_step, steps)
-
-    import tensorflow as tf
-    gradients = [tf.zeros_like(v) for v in trainer.model.trainable_variables]
-    hvd = backend._hvd  # pylint: disable=protected-access  (measuring the backend itself)
-    hvd.grouped_allreduce(gradients, op=hvd.Average)  # negotiate once
-    allreduce_s = _median_seconds(
-        lambda: [g.numpy() for g in hvd.grouped_allreduce(gradients, op=hvd.Average)], 10)
-
-    result = {"ranks": backend.size, "images_per_rank": per_rank_batch,
-              "threads_per_rank": trainer.hps.threads_per_rank, "step_s": step_s,
-              "allreduce_s": allreduce_s if backend.size > 1 else 0.0,
-              "input_images_per_sec_per_rank": input_ips,
-              "parse_images_per_sec_per_rank": parse_ips,
+def _timed_run(env) -> None:
+    hps = job.read_hyperparameters(env)
+    if (hps.distribution == "parameter_server"
+            and cluster_spec.task_of(cluster_spec.current()) != ("chief", 0)):
+        _job_run(env)  # a host's supervisor, or a PS or worker task: the job's own code
+        return
+    steps = int(os.environ.get("BENCH_STEPS", "30"))
+    chunk = min(steps, int(os.environ.get("BENCH_CHUNK", "10")))
+    trainer = job.build_trainer(env, hps)
+    backend = trainer.backend
+    config = cluster_spec.current()
+    workers = len(config["cluster"]["worker"]) if config else backend.size
+    result = {"distribution": hps.distribution, "workers": workers, "hosts": len(env.hosts),
+              "threads_per_rank": hps.threads_per_rank,
+              "images_per_step": hps.images_per_gpu * backend.size,
+              "fp16_allreduce": hps.fp16_allreduce, "batch_norm": hps.batch_norm,
               "parameters": int(sum(np.prod(v.shape) for v in trainer.model.trainable_variables))}
+    if os.environ.get("BENCH_INPUT") == "1":
+        result.update(_input_pipeline(trainer))
+
+    trainer.start()
+    trainer.train_steps(int(os.environ.get("BENCH_WARMUP", "5")))
+    chunk_s = _median_seconds(lambda: trainer.train_steps(chunk), max(1, steps // chunk))
+    result["images_per_sec"] = chunk * result["images_per_step"] / chunk_s
+    # Under parameter_server the workers step side by side: a worker's step spans `workers`
+    # of the coordinator's steps.
+    concurrent = workers if hps.distribution == "parameter_server" else 1
+    result["step_s"] = chunk_s * concurrent / chunk
+
+    communicate = COMMUNICATION[hps.distribution](trainer)
+    communicate()  # trace, negotiate
+    repeats = int(os.environ.get("BENCH_COMM_REPEATS", "10"))
+    alone = _median_seconds(communicate, repeats)
+    synchronous_alone = hps.distribution != "parameter_server" and workers == 1
+    result["comm_s"] = 0.0 if synchronous_alone else alone
+    backend.gather_objects(None)  # every process is done before any exits
     if backend.is_chief:
         print("BENCH " + json.dumps(result), flush=True)
+    if hps.distribution != "horovod":
+        # As job.run: TensorFlow's coordination service would wait for the peers at exit.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":
-    main()
+    job.run = _timed_run
+    job.main()

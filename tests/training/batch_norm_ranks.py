@@ -142,14 +142,17 @@ def model_steps(backend, job) -> dict:
     first_input = tf_keras.Model(job.model.backbone.inputs, first.input)
     convolutions = [v for v in job.model.backbone.trainable_variables if "kernel" in v.name]
     kernels_before = [v.numpy() for v in convolutions]
-    iterator = job.training_iterator()
+    # The trainer's own input pipeline and step function, one step at a time, so that each
+    # step's images are at hand (train_steps hides them).
+    iterator = iter(job._training_inputs(backend.input_context()))  # pylint: disable=protected-access
+    train_step = tf.function(job._train_step_fn)  # pylint: disable=protected-access
     steps = []
     for _ in range(STEPS):
         images, labels = next(iterator)
         before = [_moving(layer) for layer in every]
         previous = _moving(first)
         mean, variance = _global_moments(backend, first_input(images).numpy(), (0, 1, 2))
-        job.train_step(images, labels)
+        train_step(images, labels)
         steps.append({
             "differ_between_ranks": [layer.name for layer in every
                                      if not _same_on_every_rank(backend, _moving(layer))],
