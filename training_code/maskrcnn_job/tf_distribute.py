@@ -94,7 +94,28 @@ def _as_float64(value: tf.Tensor) -> tf.Tensor:
     return tf.cast(value, tf.float64)
 
 
-class MultiWorkerMirroredBackend:
+class _StrategyBackend:
+    """What both strategy backends share: one process per host with its GPUs as replicas,
+    variables created in the strategy's scope, the tf_keras synchronized batch norm, gradients
+    as each replica's share, and inference on a plain copy of the model."""
+
+    size = property(lambda self: self.strategy.num_replicas_in_sync)
+    local_rank = property(lambda self: 0)
+    sync_batch_norm_layer = StrategySyncBatchNormalization
+    # One process per host: each writes the host's /opt/ml/model (SageMaker uploads one host's).
+    exports_model = True
+
+    def scope(self):
+        return self.strategy.scope()
+
+    def inference_model(self, model, build: Callable):
+        return _plain_copy(model, build)
+
+    def gradient_tape(self, tape: tf.GradientTape):
+        return _ReplicaShareTape(tape)
+
+
+class MultiWorkerMirroredBackend(_StrategyBackend):
     """MultiWorkerMirroredStrategy: one process (worker) per host, one replica per GPU (or one on
     CPU). Rank = worker index; size = replicas in sync."""
 
@@ -114,15 +135,7 @@ class MultiWorkerMirroredBackend:
         self._local_replicas = self.strategy.num_replicas_in_sync // self._workers
 
     rank = property(lambda self: self._worker)
-    size = property(lambda self: self.strategy.num_replicas_in_sync)
-    local_rank = property(lambda self: 0)
     is_chief = property(lambda self: self._worker == 0)
-    sync_batch_norm_layer = StrategySyncBatchNormalization
-    # One process per host: each writes the host's /opt/ml/model (SageMaker uploads one host's).
-    exports_model = True
-
-    def scope(self):
-        return self.strategy.scope()
 
     def input_context(self) -> tf.distribute.InputContext:
         """Evaluation: each worker reads its share, one batch at a time on its first device."""
@@ -132,12 +145,6 @@ class MultiWorkerMirroredBackend:
 
     def input_seed(self, seed: int) -> int:
         return seed
-
-    def inference_model(self, model, build: Callable):
-        return _plain_copy(model, build)
-
-    def gradient_tape(self, tape: tf.GradientTape):
-        return _ReplicaShareTape(tape)
 
     def step_runner(self, step_fn: Callable, dataset_fn: Callable) -> Callable:
         """(count) -> this worker's losses (mean over its replicas) of `count` synchronous steps;
@@ -228,7 +235,7 @@ class MultiWorkerMirroredBackend:
         return fingerprints
 
 
-class ParameterServerBackend:
+class ParameterServerBackend(_StrategyBackend):
     """ParameterServerStrategy from the coordinator (the chief): the only process that runs this
     program. Steps are scheduled on the workers, which apply their own gradients to the variables
     on the PS tasks without waiting for each other."""
@@ -239,18 +246,10 @@ class ParameterServerBackend:
         resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
         self.strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
         self.coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(self.strategy)
-        self.workers = len(tf_config["cluster"]["worker"])
 
     rank = property(lambda self: 0)
-    # The replicas of one worker: they step together; the workers do not.
-    size = property(lambda self: self.strategy.num_replicas_in_sync)
-    local_rank = property(lambda self: 0)
+    # `size`: the replicas of one worker; they step together, the workers do not.
     is_chief = property(lambda self: True)
-    sync_batch_norm_layer = StrategySyncBatchNormalization
-    exports_model = True
-
-    def scope(self):
-        return self.strategy.scope()
 
     def input_context(self) -> tf.distribute.InputContext:
         return tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
@@ -261,12 +260,6 @@ class ParameterServerBackend:
         same images in the same order; unseeded, each worker shuffles its own way."""
         del seed
         return None
-
-    def inference_model(self, model, build: Callable):
-        return _plain_copy(model, build)
-
-    def gradient_tape(self, tape: tf.GradientTape):
-        return _ReplicaShareTape(tape)
 
     def step_runner(self, step_fn: Callable, dataset_fn: Callable) -> Callable:
         """(count) -> the losses of `count` steps, scheduled on whichever workers are free (a
