@@ -112,8 +112,9 @@ summary: synth
 demo: summary
 	$(PY) -m maskrcnn_job.local_run
 
+# Two workers, each taking whole test files (tests/conftest.py).
 test: setup
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadgroup
 
 test-infra: setup
 	$(PY) -m pytest tests/infra

@@ -70,7 +70,7 @@ def _local_run(args, name: str, distribution: str, hosts: int, extra: list, env:
     processes on one host or emulated ones."""
     command = [sys.executable, "-m", "maskrcnn_job.local_run", "--work-dir", args.work_dir,
                "--distribution", distribution, "--hosts", str(hosts),
-               "--timeout", str(timeout)]
+               "--timeout", str(timeout), "--draw", "0"]
     if args.smoke:
         command += SMOKE_DATASET
     for item in COMMON_HPS + args.hp:

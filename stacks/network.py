@@ -38,14 +38,17 @@ INTERFACE_ENDPOINTS = {
     "Ssm": ec2.InterfaceVpcEndpointAwsService.SSM,
 }
 # Without NAT (nat_gateways=0) the notebook's data preparation must reach these APIs too: the
-# DataSync task, the FSx import status, CloudWatch metrics of jobs, and the CodeArtifact mirror of
-# PyPI from which the notebook installs the SageMaker SDK (stacks/notebook.py).
+# DataSync task, the FSx import status, CloudWatch metrics of jobs, the CodeArtifact mirror of
+# PyPI from which the notebook installs the SageMaker SDK (stacks/notebook.py), and Application
+# Auto Scaling, which the deploy path calls to scale an endpoint (the endpoint itself is invoked
+# through SageMakerRuntime above; docs/aws-rules.md VPC-1, VPC-2).
 ISOLATED_INTERFACE_ENDPOINTS = {
     "DataSync": ec2.InterfaceVpcEndpointAwsService.DATASYNC,
     "Fsx": ec2.InterfaceVpcEndpointAwsService.FSX,
     "CloudWatchMonitoring": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_MONITORING,
     "CodeArtifactApi": ec2.InterfaceVpcEndpointAwsService.CODEARTIFACT_API,
     "CodeArtifactRepositories": ec2.InterfaceVpcEndpointAwsService.CODEARTIFACT_REPOSITORIES,
+    "ApplicationAutoScaling": ec2.InterfaceVpcEndpointAwsService.APPLICATION_AUTOSCALING,
 }
 
 

@@ -1,7 +1,8 @@
 """Notebook: a SageMaker notebook instance in a private subnet, its lifecycle config and role.
 
-The role launches training jobs into this deployment's VPC with the job roles and reads what a
-launcher reads; it cannot create other roles, touch other buckets or start jobs elsewhere.
+The role launches training jobs into this deployment's VPC with the job roles, hosts their models
+on auto-scaling endpoints in the same VPC with the model role, and reads what a launcher reads; it
+cannot create other roles, touch other buckets, or start jobs or endpoints elsewhere.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from aws_cdk import Aws, CfnMapping, Fn, Stack
+from aws_cdk import ArnFormat, Aws, CfnMapping, Fn, Stack
 from aws_cdk import aws_codeartifact as codeartifact
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
@@ -28,8 +29,23 @@ from stacks.training import Training
 LIFECYCLE_DIR = Path(__file__).resolve().parent / "notebook_lifecycle"
 PLATFORM = "notebook-al2023-v1"
 # The AWS console's domain by partition (the notebook's URL output works in aws-cn too).
+# Application Auto Scaling's service principal for SageMaker endpoint variants (its service-linked
+# role AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint trusts this principal).
+AUTOSCALING_PRINCIPAL = "sagemaker.application-autoscaling.amazonaws.com"
 CONSOLE_DOMAINS = {"aws": "console.aws.amazon.com", "aws-cn": "console.amazonaws.cn",
                    "aws-us-gov": "console.amazonaws-us-gov.com"}
+
+
+def _in_training_vpc(network: Network) -> dict:
+    """Conditions of a Create call that must name the training subnets and security group (SM-6):
+    ForAllValues alone passes when the key is absent, so the keys are required too."""
+    return {
+        "Null": {"sagemaker:VpcSubnets": "false", "sagemaker:VpcSecurityGroupIds": "false"},
+        "ForAllValues:StringEquals": {
+            "sagemaker:VpcSubnets": network.private.subnet_ids,
+            "sagemaker:VpcSecurityGroupIds": [network.training_sg.security_group_id],
+        },
+    }
 
 
 class Notebook(Construct):
@@ -50,6 +66,7 @@ class Notebook(Construct):
             description=f"{config.deployment_name}: notebook instance that launches training jobs",
         )
         self._grant_launching(network, training)
+        self._grant_deploying(network, training)
         self._grant_data_access(storage)
         mirror = None if config.nat_gateways else self._pypi_mirror(config, storage.data_key)
         own_resources = [iam.PolicyStatement(
@@ -173,20 +190,12 @@ class Notebook(Construct):
     def _grant_launching(self, network: Network, training: Training) -> None:
         jobs = self._stack.format_arn(service="sagemaker", resource="training-job",
                                resource_name=f"{training.job_name_prefix}-*")
-        subnets = network.private.subnet_ids
         policy(self, "LaunchJobs", self.role, [
             iam.PolicyStatement(
                 sid="CreateTrainingJobsInTheTrainingVpcOnly",
                 actions=["sagemaker:CreateTrainingJob"],
                 resources=[jobs],
-                conditions={
-                    # ForAllValues alone passes when the key is absent: require it too.
-                    "Null": {"sagemaker:VpcSubnets": "false", "sagemaker:VpcSecurityGroupIds": "false"},
-                    "ForAllValues:StringEquals": {
-                        "sagemaker:VpcSubnets": subnets,
-                        "sagemaker:VpcSecurityGroupIds": [network.training_sg.security_group_id],
-                    },
-                }),
+                conditions=_in_training_vpc(network)),
             iam.PolicyStatement(
                 sid="ManageOwnTrainingJobs",
                 actions=["sagemaker:DescribeTrainingJob", "sagemaker:StopTrainingJob", "sagemaker:AddTags",
@@ -229,6 +238,99 @@ class Notebook(Construct):
         ], wildcards=("*", "/aws/sagemaker/TrainingJobs:*", "/aws/sagemaker/NotebookInstances:*"),
            wildcard_reason="Log streams are one per job host or per lifecycle script (':*' is the streams of "
            "the two named groups); CloudWatch metric reads support no resource but '*'.")
+
+    def _grant_deploying(self, network: Network, training: Training) -> None:
+        """The launcher's deploy path (notebooks/maskrcnn_launcher/deploy.py): a model in the
+        training VPC with the model role, an endpoint configuration and an endpoint, Application
+        Auto Scaling of the endpoint's variant (target tracking), invocations, and the reverse.
+        Every SageMaker resource is named '<prefix>-...' like the training jobs
+        (docs/aws-rules.md IAM-3, IAM-4, IAM-5)."""
+        prefix = training.job_name_prefix
+
+        def arn(resource: str) -> str:
+            return self._stack.format_arn(service="sagemaker", resource=resource, resource_name=f"{prefix}-*")
+
+        models, configs, endpoints = arn("model"), arn("endpoint-config"), arn("endpoint")
+        policy(self, "DeployModels", self.role, [
+            iam.PolicyStatement(
+                sid="CreateModelsInTheTrainingVpcOnly",
+                actions=["sagemaker:CreateModel"],
+                resources=[models],
+                conditions=_in_training_vpc(network)),
+            iam.PolicyStatement(
+                sid="ManageOwnModels",
+                actions=["sagemaker:DescribeModel", "sagemaker:DeleteModel"],
+                resources=[models]),
+            iam.PolicyStatement(
+                sid="ManageOwnEndpointConfigs",
+                actions=["sagemaker:CreateEndpointConfig", "sagemaker:DescribeEndpointConfig",
+                         "sagemaker:DeleteEndpointConfig"],
+                resources=[configs]),
+            iam.PolicyStatement(
+                sid="CreateOwnEndpoints",
+                # CreateEndpoint names the endpoint and its configuration.
+                actions=["sagemaker:CreateEndpoint"],
+                resources=[endpoints, configs]),
+            iam.PolicyStatement(
+                sid="ManageOwnEndpoints",
+                # DescribeEndpoint(Config) and UpdateEndpointWeightsAndCapacities are what
+                # Application Auto Scaling requires of its caller for SageMaker (IAM-5).
+                actions=["sagemaker:DescribeEndpoint", "sagemaker:DeleteEndpoint",
+                         "sagemaker:UpdateEndpointWeightsAndCapacities", "sagemaker:InvokeEndpoint"],
+                resources=[endpoints]),
+            iam.PolicyStatement(
+                sid="TagOwnHostingResources",
+                # Create* calls that carry Tags also need sagemaker:AddTags on what they create.
+                actions=["sagemaker:AddTags", "sagemaker:ListTags"],
+                resources=[models, configs, endpoints]),
+            iam.PolicyStatement(
+                sid="PassTheModelRoleToSageMakerOnly",
+                actions=["iam:PassRole"],
+                resources=[training.model_role.role_arn],
+                conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}),
+        ], wildcards=(f":model/{prefix}-*", f":endpoint-config/{prefix}-*", f":endpoint/{prefix}-*"),
+           wildcard_reason=f"Models, endpoint configurations and endpoints are named at deploy time, "
+           f"all starting '{prefix}-'; models must attach to the training subnets and security group.")
+
+        service_linked_role = (
+            f"arn:{self._stack.partition}:iam::{self._stack.account}:role/aws-service-role/"
+            f"{AUTOSCALING_PRINCIPAL}/AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint")
+        alarms = self._stack.format_arn(service="cloudwatch", resource="alarm",
+                                        resource_name=f"TargetTracking-endpoint/{prefix}-*",
+                                        arn_format=ArnFormat.COLON_RESOURCE_NAME)
+        sagemaker_variants = {
+            "application-autoscaling:service-namespace": "sagemaker",
+            "application-autoscaling:scalable-dimension": "sagemaker:variant:DesiredInstanceCount",
+        }
+        policy(self, "ScaleEndpoints", self.role, [
+            iam.PolicyStatement(
+                sid="ScaleSageMakerVariantsOnly",
+                actions=["application-autoscaling:RegisterScalableTarget",
+                         "application-autoscaling:DeregisterScalableTarget",
+                         "application-autoscaling:PutScalingPolicy",
+                         "application-autoscaling:DeleteScalingPolicy"],
+                resources=["*"],
+                conditions={"StringEquals": sagemaker_variants}),
+            iam.PolicyStatement(
+                sid="DescribeScaling",
+                actions=["application-autoscaling:DescribeScalableTargets",
+                         "application-autoscaling:DescribeScalingPolicies",
+                         "application-autoscaling:DescribeScalingActivities"],
+                resources=["*"]),
+            iam.PolicyStatement(
+                sid="TargetTrackingAlarmsOfOwnEndpoints",
+                actions=["cloudwatch:PutMetricAlarm", "cloudwatch:DescribeAlarms", "cloudwatch:DeleteAlarms"],
+                resources=[alarms]),
+            iam.PolicyStatement(
+                sid="CreateTheSageMakerScalingServiceLinkedRole",
+                actions=["iam:CreateServiceLinkedRole"],
+                resources=[service_linked_role],
+                conditions={"StringLike": {"iam:AWSServiceName": AUTOSCALING_PRINCIPAL}}),
+        ], wildcards=("*", f":alarm:TargetTracking-endpoint/{prefix}-*"), wildcard_reason=
+           "Scalable targets are identified by generated ids, so Application Auto Scaling's "
+           "write actions are limited by condition to SageMaker variants' instance counts; its "
+           "Describe* actions support no resource but '*'; target tracking names its alarms "
+           f"TargetTracking-endpoint/<endpoint>/..., and endpoints start '{prefix}-'.")
 
     def _grant_data_access(self, storage: Storage) -> None:
         layout = self.config.bucket

@@ -1,9 +1,12 @@
-"""Training: the training-image asset, the job roles, and the SSM parameters launchers read.
+"""Training: the training-image asset, the job and model roles, and the SSM parameters launchers read.
 
-Two roles, each with only what its job does:
+Three roles, each with only what its job does:
 - the training role reads the dataset and pretrained prefixes and writes outputs and checkpoints;
 - the staging role (the COCO download-and-convert job) writes the dataset and pretrained prefixes.
 Both pull the training image, write their job's logs and metrics, and attach to the VPC.
+- the model role hosts a trained model on an endpoint: it reads the output prefix (model.tar.gz),
+  writes endpoint data capture only below it, pulls the TensorFlow Serving inference DLC, writes
+  its endpoints' logs and metrics, and attaches to the VPC like the jobs.
 """
 
 from __future__ import annotations
@@ -60,6 +63,9 @@ class Training(Construct):
         bucket_prefixes(self, "StagingRoleData", self.staging_role, bucket, key,
                         write=[layout.data, layout.pretrained, layout.output])
 
+        self.dlc = dlc.RegionalRegistry(self, "DlcRegistry")
+        self.model_role = self._model_role(network, storage)
+
         self.parameters = self._publish_parameters(network, storage)
         output(self, "ParameterPath", config.ssm_path,
                   description="SSM path holding every value a training-job launcher needs")
@@ -109,13 +115,22 @@ class Training(Construct):
            "SageMaker writes one log stream per job host into /aws/sagemaker/TrainingJobs (':*' "
            "is the streams of that one group); cloudwatch:PutMetricData supports no resource but "
            "'*' and is limited to SageMaker's namespaces by condition.")
+        self._allow_network_interfaces(f"{construct_id}NetworkInterfaces", role, network)
+        return role
+
+    def _allow_network_interfaces(self, construct_id: str, role: iam.Role, network: Network,
+                                  extra_describe: tuple[str, ...] = ()) -> None:
+        """What SageMaker does as the role to attach a job's or a model's hosts to the VPC: create
+        network interfaces in the private subnets with the training group, delete them in this
+        VPC, and describe the network (SageMaker developer guide, "CreateTrainingJob API" and
+        "CreateModel API: Execution Role Permissions", "If you specify a private VPC")."""
         subnet_arns = [self._stack.format_arn(service="ec2", resource="subnet", resource_name=s.subnet_id)
                        for s in network.private.subnets]
         sg_arn = self._stack.format_arn(service="ec2", resource="security-group",
                                  resource_name=network.training_sg.security_group_id)
         eni_arns = self._stack.format_arn(service="ec2", resource="network-interface", resource_name="*")
         vpc_arn = self._stack.format_arn(service="ec2", resource="vpc", resource_name=network.vpc.vpc_id)
-        policy(self, f"{construct_id}NetworkInterfaces", role, [
+        policy(self, construct_id, role, [
             iam.PolicyStatement(actions=["ec2:CreateNetworkInterface"],
                                 resources=[*subnet_arns, sg_arn, eni_arns]),
             iam.PolicyStatement(
@@ -124,12 +139,63 @@ class Training(Construct):
                 resources=[eni_arns], conditions={"ArnEquals": {"ec2:Vpc": vpc_arn}}),
             iam.PolicyStatement(
                 actions=["ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs", "ec2:DescribeDhcpOptions",
-                         "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups"],
+                         "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", *extra_describe],
                 resources=["*"]),
         ], wildcards=("*", ":network-interface/*"), wildcard_reason=
-           "A job's network interfaces get their ids when SageMaker creates them: creation is "
+           "Network interfaces get their ids when SageMaker creates them: creation is "
            "limited to the training subnets and security group, deletion to this VPC; "
            "ec2:Describe* actions support no resource but '*'.")
+
+    def _model_role(self, network: Network, storage: Storage) -> iam.Role:
+        """The execution role of models made from this deployment's training jobs (CreateModel).
+
+        Trust: SageMaker of this account and region, with the aws:SourceArn form the SageMaker
+        developer guide gives for inference ("Cross-service confused deputy prevention", SageMaker
+        Inference: arn:<partition>:sagemaker:<region>:<account>:*, not narrowed to a model or
+        endpoint, and no aws:SourceAccount), docs/aws-rules.md IAM-2."""
+        stack, layout, prefix = self._stack, self.config.bucket, self.job_name_prefix
+        role = iam.Role(
+            self, "ModelRole",
+            assumed_by=iam.ServicePrincipal(SAGEMAKER, conditions={
+                "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:sagemaker:{stack.region}:{stack.account}:*"},
+            }),
+            description=f"{self.config.deployment_name}: execution role of models hosted on endpoints",
+        )
+        bucket, key = storage.data_bucket, storage.data_key
+        # model.tar.gz lies under the output prefix, where the training jobs wrote it.
+        bucket_prefixes(self, "ModelRoleData", role, bucket, key, read=[layout.output])
+        capture = layout.output + ssm.DATA_CAPTURE_PREFIX
+        policy(self, "ModelRoleDataCapture", role, [
+            iam.PolicyStatement(actions=["s3:PutObject", "s3:AbortMultipartUpload"],
+                                resources=[bucket.arn_for_objects(capture + "*")]),
+            iam.PolicyStatement(actions=["kms:Encrypt", "kms:GenerateDataKey"], resources=[key.key_arn]),
+        ], wildcards=(f"/{capture}*",), wildcard_reason=
+           f"Endpoint data capture writes objects named at run time under {capture} of the data "
+           "bucket, and nowhere else.")
+        policy(self, "ModelRoleImagePull", role, [
+            iam.PolicyStatement(actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer",
+                                         "ecr:BatchCheckLayerAvailability"],
+                                resources=[self.dlc.repository_arn(stack, dlc.INFERENCE_REPOSITORY)]),
+            iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"]),
+        ], "ecr:GetAuthorizationToken supports no resource but '*'; pulls are limited to the "
+           "region's TensorFlow inference Deep Learning Container repository.")
+        endpoint_logs = log_group_arn(stack, f"/aws/sagemaker/Endpoints/{prefix}-*")
+        policy(self, "ModelRoleLogsAndMetrics", role, [
+            iam.PolicyStatement(
+                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents",
+                         "logs:DescribeLogStreams"],
+                resources=[endpoint_logs]),
+            iam.PolicyStatement(
+                actions=["cloudwatch:PutMetricData"], resources=["*"],
+                conditions={"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}}),
+        ], wildcards=("*", f"/aws/sagemaker/Endpoints/{prefix}-*:*"), wildcard_reason=
+           f"SageMaker writes one log group per endpoint, /aws/sagemaker/Endpoints/<endpoint>, "
+           f"and endpoint names start with '{prefix}-'; cloudwatch:PutMetricData supports no "
+           "resource but '*' and is limited to SageMaker's namespaces by condition.")
+        # Hosted models in a VPC also describe its endpoints (SageMaker developer guide, "Give
+        # SageMaker Hosted Endpoints Access to Resources in Your Amazon VPC").
+        self._allow_network_interfaces("ModelRoleNetworkInterfaces", role, network,
+                                       extra_describe=("ec2:DescribeVpcEndpoints",))
         return role
 
     def _allow_file_systems(self, role: iam.Role, storage: Storage) -> None:
@@ -168,6 +234,9 @@ class Training(Construct):
             "training-role-arn": self.training_role.role_arn,
             "staging-role-arn": self.staging_role.role_arn,
             "training-image-uri": self.image.image_uri,
+            "model-role-arn": self.model_role.role_arn,
+            "inference-image-gpu-uri": self.dlc.inference_image("gpu"),
+            "inference-image-cpu-uri": self.dlc.inference_image("cpu"),
         }
         names = ssm.REQUIRED
         if storage.fsx is not None:

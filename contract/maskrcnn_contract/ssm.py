@@ -24,6 +24,9 @@ REQUIRED = (
     "training-role-arn",
     "staging-role-arn",
     "training-image-uri",
+    "model-role-arn",           # the role SageMaker assumes to host a trained model (CreateModel)
+    "inference-image-gpu-uri",  # the region's TensorFlow Serving inference DLC, TF 2.18, GPU
+    "inference-image-cpu-uri",  # the same, CPU
 )
 # Published only when the deployment has FSx for Lustre.
 FSX = ("fsx-id", "fsx-mount-name", "fsx-data-path", "fsx-pretrained-path")
@@ -32,6 +35,9 @@ ALL = REQUIRED + FSX
 LISTS = ("subnet-ids", "security-group-ids", "datasync-task-arns")
 # Values that are S3 key prefixes ('datasets/coco2017/': no leading '/', a trailing '/').
 PREFIXES = ("data-prefix", "pretrained-prefix", "output-prefix", "checkpoint-prefix")
+# Endpoint data capture goes to s3://<data-bucket>/<output-prefix><DATA_CAPTURE_PREFIX>...: the
+# model role may write there and nowhere else (it only reads the rest of the output prefix).
+DATA_CAPTURE_PREFIX = "data-capture/"
 
 
 def parameter_name(ssm_path: str, leaf: str) -> str:

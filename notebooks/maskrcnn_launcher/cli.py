@@ -3,15 +3,20 @@
     python -m maskrcnn_launcher launch --data-source fsx --instances 2 [--distribution D]
                                        [--dry-run] [--wait]
     python -m maskrcnn_launcher stage-coco | sync-efs | fsx-status | follow <job>
+    python -m maskrcnn_launcher deploy [--job <job>] [--instance-type T] [--min N] [--max N]
+                                       [--target-invocations X] [--data-capture PCT]
+                                       [--allow-cpu] [--dry-run]
+    python -m maskrcnn_launcher invoke <endpoint> <image>... | endpoints | delete-endpoint <endpoint>
 
-Exit status 2 with a message naming the bad value when the request is invalid.
+Exit status 2 with a message naming the bad value when the request is invalid (nothing sent or
+created); 1 when a deployment failed after creating something (the message says what exists).
 """
 
 import argparse
 import json
 import sys
 
-from maskrcnn_launcher import data_prep, follow, instances, settings
+from maskrcnn_launcher import data_prep, deploy, follow, instances, settings
 from maskrcnn_launcher.options import DATA_SOURCES, DISTRIBUTIONS, LaunchOptions, LaunchRequestError
 
 
@@ -64,7 +69,78 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("fsx-status", help="FSx data repository association status")
     follow_p = sub.add_parser("follow", help="wait for a job, print its log and metrics")
     follow_p.add_argument("job_name")
+
+    serve = deploy.DeployOptions()
+    dep = sub.add_parser("deploy", help="serve a finished training job's model on an "
+                         "auto-scaling endpoint (costs its instances' hourly price until deleted)")
+    dep.add_argument("--job", help="training job to serve (default: the deployment's latest "
+                     "Completed one)")
+    dep.add_argument("--endpoint-name", help="name of the model, endpoint configuration and "
+                     "endpoint, starting with the deployment's job-name prefix (default: "
+                     "<prefix>-endpoint-<UTC time>)")
+    dep.add_argument("--instance-type", default=serve.instance_type,
+                     help=f"default {serve.instance_type}; GPU families: "
+                     + ", ".join(sorted(instances.HOSTING_GPU_FAMILIES)))
+    dep.add_argument("--instance-count", type=int, default=serve.instance_count,
+                     help="initial instances (default %(default)s)")
+    dep.add_argument("--min", type=int, default=serve.min_instances, dest="min_instances",
+                     help="auto scaling minimum (default %(default)s)")
+    dep.add_argument("--max", type=int, default=serve.max_instances, dest="max_instances",
+                     help="auto scaling maximum (default %(default)s)")
+    dep.add_argument("--target-invocations", type=float, default=serve.target_invocations,
+                     help="target requests per instance per minute (default %(default)s)")
+    dep.add_argument("--data-capture", type=int, default=0, metavar="PERCENT",
+                     help="capture this percentage of requests and answers to "
+                     "s3://<bucket>/<output prefix>data-capture/ (default: off)")
+    dep.add_argument("--allow-cpu", action="store_true",
+                     help="allow a CPU instance type (slow: seconds per image)")
+    dep.add_argument("--keep-on-failure", action="store_true",
+                     help="when a step fails, keep what was created (default: delete it)")
+    dep.add_argument("--dry-run", action="store_true",
+                     help="check and print the requests; create nothing")
+    delete_p = sub.add_parser("delete-endpoint", help="delete an endpoint, its auto scaling, "
+                              "endpoint configuration and model (what is gone already is skipped)")
+    delete_p.add_argument("endpoint_name")
+    invoke_p = sub.add_parser("invoke", help="send images to an endpoint, print its detections")
+    invoke_p.add_argument("endpoint_name")
+    invoke_p.add_argument("images", nargs="+", metavar="IMAGE", help="JPEG or PNG files")
+    invoke_p.add_argument("--score-threshold", type=float,
+                          help="drop weaker detections (the endpoint's default otherwise)")
+    sub.add_parser("endpoints", help="list the deployment's endpoints and their status")
     return p
+
+
+def _deploy(args, deployment, boto_session) -> None:
+    options = deploy.DeployOptions(
+        job_name=args.job, endpoint_name=args.endpoint_name, instance_type=args.instance_type,
+        instance_count=args.instance_count, min_instances=args.min_instances,
+        max_instances=args.max_instances, target_invocations=args.target_invocations,
+        require_gpu=not args.allow_cpu, data_capture_percent=args.data_capture)
+    plan = deploy.plan(deployment, options, boto_session)
+    for line in deploy.describe_plan(plan):
+        print(line, file=sys.stderr)
+    if args.dry_run:
+        print(json.dumps(plan.requests(), indent=1))
+        return
+    result = deploy.deploy(plan, boto_session, echo=lambda line: print(line, file=sys.stderr),
+                           rollback_on_failure=not args.keep_on_failure)
+    print(f"endpoint {plan.name} is InService and costs its instances' hourly price until "
+          f"deleted: python -m maskrcnn_launcher delete-endpoint {plan.name}", file=sys.stderr)
+    print(json.dumps(result, indent=1))
+
+
+def _invoke(args, boto_session) -> None:
+    runtime = boto_session.client("sagemaker-runtime")
+    answers = {}
+    for path in args.images:
+        try:
+            with open(path, "rb") as f:
+                body = f.read()
+        except OSError as error:
+            raise deploy.DeployRequestError(f"cannot read image {path}: {error}") from None
+        answers[path] = deploy.invoke(runtime, args.endpoint_name, body,
+                                      score_threshold=args.score_threshold)
+    print(json.dumps(answers, indent=1))
 
 
 def _follow(boto_session, job_name: str) -> None:
@@ -110,13 +186,24 @@ def run(args) -> None:
                          indent=1))
     elif args.command == "follow":
         _follow(boto_session, args.job_name)
+    elif args.command == "deploy":
+        _deploy(args, deployment, boto_session)
+    elif args.command == "delete-endpoint":
+        deploy.delete(deployment, args.endpoint_name, boto_session)
+    elif args.command == "invoke":
+        _invoke(args, boto_session)
+    elif args.command == "endpoints":
+        print(json.dumps(deploy.endpoints(boto_session.client("sagemaker"), deployment), indent=1))
 
 
 def main(argv=None) -> None:
     args = parser().parse_args(argv)
     try:
         run(args)
-    except (LaunchRequestError, instances.InstanceTypeError,
-            settings.SettingsError) as error:
+    except (LaunchRequestError, instances.InstanceTypeError, settings.SettingsError,
+            deploy.DeployRequestError) as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
+    except (deploy.DeployError, deploy.InvokeError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(1)

@@ -1,5 +1,6 @@
-"""SageMaker training instance types: the format check, how many GPUs (Horovod ranks) each has,
-and which have local NVMe storage (docs/aws-rules.md)."""
+"""SageMaker instance types: the format check, how many GPUs (Horovod ranks) each training type
+has, which have local NVMe storage (docs/aws-rules.md SM-1, EP-4), and which hosting types take
+the GPU or the CPU TensorFlow Serving image (EP-2)."""
 
 import re
 from typing import Optional
@@ -46,11 +47,13 @@ class InstanceTypeError(ValueError):
     """The instance type is malformed, or its GPU count is unknown and was not given."""
 
 
-def check_instance_type(instance_type: str) -> str:
+def check_instance_type(instance_type: str, use: str = "training") -> str:
     if not INSTANCE_TYPE_PATTERN.match(instance_type or ""):
+        example = "ml.p4d.24xlarge or ml.p3dn.24xlarge" if use == "training" else \
+            "ml.g5.xlarge or ml.m5.xlarge"
         raise InstanceTypeError(
-            f"instance type {instance_type!r} is not a SageMaker training instance type; "
-            "expected the form ml.<family>.<size>, e.g. ml.p4d.24xlarge or ml.p3dn.24xlarge")
+            f"instance type {instance_type!r} is not a SageMaker {use} instance type; "
+            f"expected the form ml.<family>.<size>, e.g. {example}")
     return instance_type
 
 
@@ -75,3 +78,29 @@ def has_local_storage(instance_type: str) -> bool:
     """True when the type's storage is local NVMe (no EBS volume, so no VolumeKmsKeyId)."""
     family = check_instance_type(instance_type).split(".")[1]
     return family in LOCAL_STORAGE_FAMILIES or family.endswith("d")
+
+
+# Hosting (real-time endpoints): which TensorFlow Serving image an instance family takes. The
+# inference images are CUDA 12 builds (the "gpu" image) or CPU builds; families outside both sets
+# are refused rather than guessed: Inferentia and Trainium need Neuron-compiled models, p2's K80
+# is too old for CUDA 12. Extend here, nowhere else.
+HOSTING_GPU_FAMILIES = frozenset({
+    "p3", "p4d", "p4de", "p5", "p5e", "p5en", "g4dn", "g5", "g6", "g6e",
+})
+HOSTING_CPU_FAMILIES = frozenset({
+    "t2", "t3", "m4", "m5", "m5d", "m6i", "m6id", "m7i", "c4", "c5", "c5d", "c6i", "c6id", "c7i",
+    "r5", "r5d", "r6i", "r6id", "r7i",
+})
+
+
+def hosting_processor(instance_type: str) -> str:
+    """'gpu' or 'cpu': which TensorFlow Serving image an endpoint instance of this type runs."""
+    family = check_instance_type(instance_type, use="hosting").split(".")[1]
+    if family in HOSTING_GPU_FAMILIES:
+        return "gpu"
+    if family in HOSTING_CPU_FAMILIES:
+        return "cpu"
+    raise InstanceTypeError(
+        f"instance type {instance_type!r}: family {family!r} is not a known hosting family for "
+        f"the TensorFlow Serving images; GPU: {', '.join(sorted(HOSTING_GPU_FAMILIES))}; CPU: "
+        f"{', '.join(sorted(HOSTING_CPU_FAMILIES))} (notebooks/maskrcnn_launcher/instances.py)")

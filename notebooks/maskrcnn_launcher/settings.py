@@ -45,6 +45,11 @@ class Deployment:
     training_role_arn: str
     staging_role_arn: str
     training_image_uri: str
+    # Serving (deploy.py): the role a SageMaker Model runs as, and the region's TensorFlow
+    # Serving inference images, one per processor (instances.hosting_processor).
+    model_role_arn: str
+    inference_image_gpu_uri: str
+    inference_image_cpu_uri: str
     # Absent when the deployment has FSx disabled.
     fsx_id: Optional[str] = None
     fsx_mount_name: Optional[str] = None

@@ -22,3 +22,11 @@ def test_job_io_names():
     assert job_io.PRETRAINED_CHANNEL in job_io.TRAINING_CHANNELS
     assert job_io.CHECKPOINT_LOCAL_PATH.startswith("/opt/ml/")
     assert job_io.STAGING_PROGRAM.endswith(".py")
+
+
+def test_hosting_parameters_are_required_of_every_deployment():
+    """The deploy path reads these three from every deployment (the launcher's deploy.py)."""
+    for leaf in ("model-role-arn", "inference-image-gpu-uri", "inference-image-cpu-uri"):
+        assert leaf in ssm.REQUIRED and leaf not in ssm.LISTS + ssm.PREFIXES + ssm.FSX, leaf
+    # Data capture lies below the output prefix: a relative key prefix, like the others.
+    assert ssm.DATA_CAPTURE_PREFIX.endswith("/") and not ssm.DATA_CAPTURE_PREFIX.startswith("/")

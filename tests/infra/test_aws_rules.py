@@ -8,6 +8,7 @@ import pytest
 from stacks import dlc
 from stacks.network import ISOLATED_INTERFACE_ENDPOINTS
 from tests.infra.templates import actions, of_type, only, statements_of
+from tests.infra.test_training import published
 
 
 def _text(value):
@@ -198,3 +199,92 @@ def test_every_rule_in_the_doc_names_tests_that_exist():
             last_file = source
         for name in re.findall(r"`::(\w+)`", row):
             assert f"def {name}(" in last_file, name
+
+
+def _evaluate(node, template, region):
+    """A CloudFormation value as deployed in `region`: Fn::Join, Fn::If on the template's
+    conditions (Fn::Equals of AWS::Region, Fn::Or), and the region's pseudo parameters."""
+    china = region.startswith("cn-")
+    pseudo = {"AWS::Region": region, "AWS::Partition": "aws-cn" if china else "aws",
+              "AWS::URLSuffix": "amazonaws.com.cn" if china else "amazonaws.com"}
+    if isinstance(node, str):
+        return node
+    if isinstance(node, list):
+        return [_evaluate(n, template, region) for n in node]
+    (function, argument), = node.items()
+    if function == "Ref":
+        return pseudo[argument]
+    if function == "Fn::Join":
+        return argument[0].join(_evaluate(argument[1], template, region))
+    if function == "Fn::If":
+        name, if_true, if_false = argument
+        return _evaluate(if_true if _evaluate(template["Conditions"][name], template, region) else if_false,
+                         template, region)
+    if function == "Fn::Equals":
+        return _evaluate(argument[0], template, region) == _evaluate(argument[1], template, region)
+    if function == "Fn::Or":
+        return any(_evaluate(a, template, region) for a in argument)
+    if function == "Condition":
+        return _evaluate(template["Conditions"][argument], template, region)
+    raise AssertionError(f"unexpected {function}")
+
+
+GPU, CPU = "2.18.0-gpu-py310-cu122-ubuntu20.04-sagemaker", "2.18.0-cpu-py310-ubuntu20.04-sagemaker"
+
+
+@pytest.mark.parametrize("region, gpu", [
+    ("us-east-1", f"763104351884.dkr.ecr.us-east-1.amazonaws.com/tensorflow-inference:{GPU}"),
+    ("eu-south-1", f"692866216735.dkr.ecr.eu-south-1.amazonaws.com/tensorflow-inference:{GPU}"),
+    ("cn-north-1", f"727897471807.dkr.ecr.cn-north-1.amazonaws.com.cn/tensorflow-inference:{GPU}"),
+])
+def test_inference_image_by_region(region, gpu):
+    """Rule DLC-2: the TF 2.18 SageMaker inference DLC (Ubuntu 20.04, CUDA 12.2), in the registry
+    of DLC-1."""
+    assert dlc.inference_image(region, "gpu") == gpu
+    assert dlc.inference_image(region, "cpu") == gpu.replace(GPU, CPU)
+
+
+def test_inference_images_are_the_regions_tensorflow_serving_dlc(default_app, variant_app):
+    """Rule DLC-2: the published inference images are the region's, whether the region is known
+    at synth (eu-south-1, own registry account) or only at deploy (the expression CloudFormation
+    resolves, checked for a regular region, an own-account region and China)."""
+    variant = published(variant_app, "/mrcnn-dev/")
+    assert variant["inference-image-gpu-uri"] == dlc.inference_image("eu-south-1", "gpu")
+    assert variant["inference-image-cpu-uri"] == dlc.inference_image("eu-south-1", "cpu")
+    default = published(default_app, "/maskrcnn/")
+    for region in ("us-east-1", "eu-west-2", "ap-east-1", "me-central-1", "cn-north-1", "cn-northwest-1"):
+        for device in ("gpu", "cpu"):
+            value = _evaluate(default[f"inference-image-{device}-uri"], default_app.deployment, region)
+            assert value == dlc.inference_image(region, device), (region, device)
+    # The model role pulls from that registry's inference repository only.
+    statements = statements_of(default_app.deployment, "TrainingModelRole")
+    pull, = [s for s in statements if "ecr:BatchGetImage" in s["Action"]]
+    for region in ("us-east-1", "ap-east-1", "cn-north-1"):
+        arn = _evaluate(pull["Resource"], default_app.deployment, region)
+        partition = "aws-cn" if region.startswith("cn-") else "aws"
+        assert arn == f"arn:{partition}:ecr:{region}:{dlc.account(region)}:repository/tensorflow-inference", arn
+
+
+def test_model_role_trusts_sagemaker_inference_as_documented(default_app):
+    """Rule IAM-2: SageMaker's confused-deputy guidance for inference gives aws:SourceArn
+    arn:<partition>:sagemaker:<region>:<account>:*, not narrowed to a model or endpoint."""
+    role = next(r for k, r in of_type(default_app.deployment, "AWS::IAM::Role").items()
+                if k.startswith("TrainingModelRole"))
+    statement, = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert statement["Principal"] == {"Service": "sagemaker.amazonaws.com"}
+    assert set(statement["Condition"]) == {"ArnLike"}
+    source = statement["Condition"]["ArnLike"]["aws:SourceArn"]["Fn::Join"][1]
+    assert source[0] == "arn:" and source[-1] == ":*" and {"Ref": "AWS::AccountId"} in source
+    assert ":sagemaker:" in _text(source)
+    assert not role["Properties"].get("ManagedPolicyArns")
+
+
+def test_isolated_vpc_reaches_the_sagemaker_runtime_and_application_auto_scaling(default_app, variant_app):
+    """Rule VPC-2: the deploy path invokes endpoints (sagemaker.runtime, in every VPC) and scales
+    them (application-autoscaling, added without NAT)."""
+    def services(app):
+        return " ".join(_text(e["Properties"]["ServiceName"])
+                        for e in of_type(app.deployment, "AWS::EC2::VPCEndpoint").values())
+    assert ".sagemaker.runtime" in services(default_app) and ".sagemaker.runtime" in services(variant_app)
+    assert ".application-autoscaling" in services(variant_app)
+    assert ".application-autoscaling" not in services(default_app)

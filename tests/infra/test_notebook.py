@@ -55,16 +55,21 @@ def test_lifecycle_mounts_efs_with_tls_and_fsx_and_copies_notebooks_once(default
     assert "aws s3 cp" in on_create and "unzip -q -n" in on_create
 
 
-def test_notebook_role_passes_only_the_job_roles_and_only_to_sagemaker(default_app):
+def test_notebook_role_passes_only_the_job_and_model_roles_and_only_to_sagemaker(default_app):
+    """Rule IAM-3: the notebook passes the two job roles and the model role, each only to
+    SageMaker, and no other role; it may create no role but the scaling service-linked role."""
     statements = statements_of(default_app.deployment, "NotebookRole")
     passes = [s for s in statements if s["Action"] == "iam:PassRole"]
-    assert len(passes) == 1
-    assert passes[0]["Condition"] == {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}
+    assert len(passes) == 2
+    for statement in passes:
+        assert statement["Condition"] == {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}
     # Logical ids are the construct path plus an 8-digit hash.
-    assert {r["Fn::GetAtt"][0][:-8] for r in passes[0]["Resource"]} == {"TrainingJobRole",
-                                                                        "TrainingStagingRole"}
+    passed = [[r["Fn::GetAtt"][0][:-8] for r in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])]
+              for s in passes]
+    assert sorted(map(sorted, passed)) == [["TrainingJobRole", "TrainingStagingRole"], ["TrainingModelRole"]]
     allowed = actions(statements)
-    assert "sagemaker:*" not in allowed and not any(a.startswith("iam:") and a != "iam:PassRole" for a in allowed)
+    assert "sagemaker:*" not in allowed
+    assert {a for a in allowed if a.startswith("iam:")} == {"iam:PassRole", "iam:CreateServiceLinkedRole"}
     assert not any(a.endswith("*") for a in allowed), allowed
 
 
@@ -128,3 +133,61 @@ def test_notebooks_asset_ships_the_contract_package_whole_beside_the_notebooks(d
         assert (shipped / "maskrcnn_contract" / module).read_text() == \
             (CONTRACT_PACKAGE_DIR / module).read_text()
     assert not (shipped / "maskrcnn_job").exists()
+
+
+def _resources(statement):
+    resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+    return [json.dumps(r) for r in resources]
+
+
+def test_hosting_resources_only_under_the_prefix_and_models_only_in_the_training_vpc(default_app):
+    """Rule IAM-4: models, endpoint configurations and endpoints are this deployment's
+    ('maskrcnn-...'), and a model attaches only to the training subnets and security group."""
+    statements = statements_of(default_app.deployment, "NotebookRole")
+    hosting = [s for s in statements
+               if any(a.startswith("sagemaker:") and ("Endpoint" in a or "Model" in a or "Tags" in a)
+                      for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"]))
+               and not any("training-job/" in r for r in _resources(s))]
+    assert {"sagemaker:CreateModel", "sagemaker:DeleteModel", "sagemaker:CreateEndpointConfig",
+            "sagemaker:DeleteEndpointConfig", "sagemaker:CreateEndpoint", "sagemaker:DeleteEndpoint",
+            "sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint", "sagemaker:AddTags"} <= actions(hosting)
+    for statement in hosting:
+        for resource in _resources(statement):
+            assert any(f":{kind}/maskrcnn-*" in resource for kind in ("model", "endpoint-config", "endpoint")), \
+                (statement.get("Sid"), resource)
+    create, = [s for s in statements if s["Action"] == "sagemaker:CreateModel"]
+    assert _resources(create) == [r for r in _resources(create) if ":model/maskrcnn-*" in r]
+    assert create["Condition"]["Null"] == {"sagemaker:VpcSubnets": "false", "sagemaker:VpcSecurityGroupIds": "false"}
+    scoped = create["Condition"]["ForAllValues:StringEquals"]
+    assert len(scoped["sagemaker:VpcSubnets"]) == 2 and len(scoped["sagemaker:VpcSecurityGroupIds"]) == 1
+    # The model's group is the training group, as for jobs.
+    job, = [s for s in statements if s["Action"] == "sagemaker:CreateTrainingJob"]
+    assert scoped == job["Condition"]["ForAllValues:StringEquals"]
+
+
+def test_endpoint_scaling_is_limited_to_sagemaker_variants_and_its_service_linked_role(default_app):
+    """Rule IAM-5: Application Auto Scaling's writes only for SageMaker variants' instance counts,
+    the alarms target tracking makes for this deployment's endpoints, and only the SageMaker
+    scaling service-linked role may be created."""
+    statements = statements_of(default_app.deployment, "NotebookRole")
+    writes, = [s for s in statements if "application-autoscaling:RegisterScalableTarget" in s["Action"]]
+    assert set(writes["Action"]) == {"application-autoscaling:RegisterScalableTarget",
+                                     "application-autoscaling:DeregisterScalableTarget",
+                                     "application-autoscaling:PutScalingPolicy",
+                                     "application-autoscaling:DeleteScalingPolicy"}
+    assert writes["Condition"] == {"StringEquals": {
+        "application-autoscaling:service-namespace": "sagemaker",
+        "application-autoscaling:scalable-dimension": "sagemaker:variant:DesiredInstanceCount"}}
+    reads, = [s for s in statements if "application-autoscaling:DescribeScalableTargets" in s["Action"]]
+    assert all(a.startswith("application-autoscaling:Describe") for a in reads["Action"])
+    alarms, = [s for s in statements if "cloudwatch:PutMetricAlarm" in s["Action"]]
+    assert all(":alarm:TargetTracking-endpoint/maskrcnn-*" in r for r in _resources(alarms))
+    slr, = [s for s in statements if s["Action"] == "iam:CreateServiceLinkedRole"]
+    assert slr["Condition"] == {"StringLike": {"iam:AWSServiceName": "sagemaker.application-autoscaling.amazonaws.com"}}
+    resource, = _resources(slr)
+    assert resource.endswith('role/aws-service-role/sagemaker.application-autoscaling.amazonaws.com/'
+                             'AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint"]]}')
+    # What Application Auto Scaling requires of its caller for SageMaker, on this deployment's endpoints.
+    assert {"sagemaker:DescribeEndpoint", "sagemaker:UpdateEndpointWeightsAndCapacities"} <= \
+        actions_on(statements, ":endpoint/maskrcnn-*")
+    assert "sagemaker:DescribeEndpointConfig" in actions_on(statements, ":endpoint-config/maskrcnn-*")

@@ -42,6 +42,30 @@ def test_job_roles_trust_sagemaker_of_this_account_only(default_app):
         assert not role["Properties"].get("ManagedPolicyArns")
 
 
+def test_model_role_reads_models_writes_only_data_capture_and_pulls_the_inference_dlc(default_app):
+    """Rule IAM-2: the model role reads model.tar.gz under the output prefix, writes only data
+    capture below it, pulls only the inference DLC, logs to its endpoints' groups, and attaches
+    to the VPC like the job roles (plus ec2:DescribeVpcEndpoints for hosting)."""
+    statements = statements_of(default_app.deployment, "TrainingModelRole")
+    assert actions_on(statements, "/jobs/*") == {"s3:GetObject"}
+    assert actions_on(statements, "/jobs/data-capture/*") == {"s3:PutObject", "s3:AbortMultipartUpload"}
+    for prefix in ("/datasets/coco2017/*", "/pretrained/*", "/checkpoints/*"):
+        assert actions_on(statements, prefix) == set(), prefix
+    assert actions_on(statements, ":repository/tensorflow-inference") == {
+        "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"}
+    assert actions_on(statements, "/aws/sagemaker/Endpoints/maskrcnn-*:*") >= {"logs:PutLogEvents"}
+    assert {"kms:Decrypt", "kms:GenerateDataKey"} <= actions(statements)
+    create = next(s for s in statements if s["Action"] == "ec2:CreateNetworkInterface")
+    assert json.dumps(create["Resource"]).count(":subnet/") == 2
+    assert "ec2:DescribeVpcEndpoints" in actions(statements)
+    every_action = actions(statements)
+    assert not any(a.endswith("*") for a in every_action), every_action
+    assert not any(a.startswith(("iam:", "sagemaker:")) for a in every_action)
+    # The SSM parameter the deploy path passes to CreateModel is this role.
+    role_id = next(k for k in of_type(default_app.deployment, "AWS::IAM::Role") if k.startswith("TrainingModelRole"))
+    assert published(default_app, "/maskrcnn/")["model-role-arn"] == {"Fn::GetAtt": [role_id, "Arn"]}
+
+
 def test_network_interfaces_only_in_training_subnets_and_vpc(default_app):
     statements = statements_of(default_app.deployment, "TrainingJobRole")
     create = next(s for s in statements if s["Action"] == "ec2:CreateNetworkInterface")

@@ -17,6 +17,12 @@ SSM_PATH = "/maskrcnn-test"
 JOB_PREFIX = "maskrcnn-test"
 BUCKET = "maskrcnn-test-data-123456789012"
 FSX_MOUNT_NAME = "abcd1234"  # moto returns no MountName
+# The region's TensorFlow Serving inference images (Deep Learning Containers), as the stack
+# publishes them.
+INFERENCE_IMAGES = {
+    processor: (f"763104351884.dkr.ecr.{REGION}.amazonaws.com/tensorflow-inference:"
+                f"2.18.0-{processor}-py310-{'cu122-' if processor == 'gpu' else ''}ubuntu20.04-sagemaker")
+    for processor in ("gpu", "cpu")}
 # The bucket prefixes a deployment copies to EFS and links to FSx: dataset, pretrained backbone.
 INPUT_PREFIXES = ("datasets/coco2017/", "pretrained/")
 
@@ -60,6 +66,7 @@ def _seed(aws: FakeAws) -> dict:
     trust = '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"sagemaker.amazonaws.com"},"Action":"sts:AssumeRole"}]}'
     training_role = iam.create_role(RoleName="training", AssumeRolePolicyDocument=trust)["Role"]["Arn"]
     staging_role = iam.create_role(RoleName="staging", AssumeRolePolicyDocument=trust)["Role"]["Arn"]
+    model_role = iam.create_role(RoleName="model", AssumeRolePolicyDocument=trust)["Role"]["Arn"]
     datasync = aws.client("datasync")
     tasks = []
     for prefix in INPUT_PREFIXES:  # one task per prefix, as deployed
@@ -95,6 +102,9 @@ def _seed(aws: FakeAws) -> dict:
         "staging-role-arn": staging_role,
         "training-image-uri": (f"123456789012.dkr.ecr.{REGION}.amazonaws.com/"
                                "cdk-hnb659fds-container-assets-123456789012:0123abcd"),
+        "model-role-arn": model_role,
+        "inference-image-gpu-uri": INFERENCE_IMAGES["gpu"],
+        "inference-image-cpu-uri": INFERENCE_IMAGES["cpu"],
     }
     # Seeded from the contract's list: a parameter added there without a value here fails here.
     values = {name: published[name] for name in ssm.ALL}
@@ -160,3 +170,30 @@ def deployment(fake_aws):
     from maskrcnn_launcher import settings
 
     return settings.load(fake_aws.client("ssm"), SSM_PATH)
+
+
+def completed_training_job(fake_aws, run: str = "serve", with_model: bool = True,
+                           hyperparameters: dict = None) -> str:
+    """A training job of the deployment that moto reports Completed at once, with its
+    model.tar.gz in the bucket (unless `with_model` is False). Returns its name."""
+    import uuid
+
+    name = f"{JOB_PREFIX}-{run}-{uuid.uuid4().hex[:6]}-20260101120000"
+    params = fake_aws.parameters
+    fake_aws.client("sagemaker").create_training_job(
+        TrainingJobName=name, RoleArn=params["training-role-arn"],
+        AlgorithmSpecification={"TrainingImage": params["training-image-uri"],
+                                "TrainingInputMode": "File"},
+        HyperParameters=hyperparameters or {"max_steps": "10"},
+        OutputDataConfig={"S3OutputPath": f"s3://{BUCKET}/jobs/"},
+        ResourceConfig={"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1,
+                        "VolumeSizeInGB": 200},
+        StoppingCondition={"MaxRuntimeInSeconds": 3600})
+    if with_model:
+        fake_aws.client("s3").put_object(Bucket=BUCKET, Key=model_key(name), Body=b"model.tar.gz")
+    return name
+
+
+def model_key(job_name: str) -> str:
+    """Where SageMaker puts a job's model.tar.gz: <output path><job>/output/model.tar.gz."""
+    return f"jobs/{job_name}/output/model.tar.gz"

@@ -4,17 +4,25 @@
 - play the part of the job itself: a training job writes metric lines to its CloudWatch log
   stream, the staging job writes the dataset's files into the data prefix and the backbone
   checkpoint into the pretrained prefix;
-- answer fsx:DescribeDataRepositoryAssociations, which moto lacks, from a table.
+- answer fsx:DescribeDataRepositoryAssociations, which moto lacks, from a table;
+- record the serving requests as sent (CreateModel, CreateEndpointConfig, CreateEndpoint,
+  RegisterScalableTarget, PutScalingPolicy), fail a named endpoint as SageMaker would
+  (`fail_endpoints`), and answer InvokeEndpoint for an existing endpoint with a canned answer in
+  the serving handler's schema (recording what was sent: moto's own answer is not JSON and
+  does not check that the endpoint exists).
 """
 
 import io
 import logging
 import json
+import re
 import threading
 import time
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import boto3
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.sagemaker.models import sagemaker_backends
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import make_server
 
@@ -26,6 +34,22 @@ logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
 CREATE_TRAINING_JOB = "SageMaker.CreateTrainingJob"
 DESCRIBE_DRA = "AWSSimbaAPIService_v20180301.DescribeDataRepositoryAssociations"
+# Serving requests recorded as sent: {X-Amz-Target: operation name}.
+SERVING_TARGETS = {
+    "SageMaker.CreateModel": "CreateModel",
+    "SageMaker.CreateEndpointConfig": "CreateEndpointConfig",
+    "SageMaker.CreateEndpoint": "CreateEndpoint",
+    "AnyScaleFrontendService.RegisterScalableTarget": "RegisterScalableTarget",
+    "AnyScaleFrontendService.PutScalingPolicy": "PutScalingPolicy",
+}
+INVOCATIONS = re.compile(r"^/endpoints/([^/]+)/invocations$")
+# What the fake endpoint answers: the serving handler's schema, one detection with its mask.
+INVOCATION_ANSWER = {
+    "image_size": [48, 64],
+    "detections": [{"bbox": [8.0, 6.0, 20.0, 16.0], "category_id": 1, "category_name": "person",
+                    "score": 0.91, "mask": [[0.9 if 4 <= c < 24 else 0.1 for c in range(28)]
+                                            for _ in range(28)]}],
+}
 
 # What the fake training job prints: real metric lines, formatted by the job's own module.
 TRAINING_LOG = [
@@ -45,6 +69,9 @@ class FakeAws:
         self.region = region
         self.create_training_job_requests: List[dict] = []
         self.associations: List[dict] = []
+        self.serving_requests: List[Tuple[str, dict]] = []
+        self.invocations: List[dict] = []
+        self.fail_endpoints: Dict[str, str] = {}  # endpoint name -> FailureReason
         self._lock = threading.Lock()
         self._app = DomainDispatcherApplication(create_backend_app)
         self._server = make_server("127.0.0.1", 0, self._wsgi, threaded=True,
@@ -69,23 +96,60 @@ class FakeAws:
         with self._lock:
             return list(self.create_training_job_requests[start:])
 
+    def serving_requests_since(self, start: int) -> List[Tuple[str, dict]]:
+        """(operation, request as sent) of the serving calls from index `start` on."""
+        with self._lock:
+            return list(self.serving_requests[start:])
+
+    def sagemaker_backend(self):
+        return sagemaker_backends[DEFAULT_ACCOUNT_ID][self.region]
+
     # --- WSGI --------------------------------------------------------------------------------
 
     def _wsgi(self, environ, start_response):
         target = environ.get("HTTP_X_AMZ_TARGET", "")
-        if target not in (CREATE_TRAINING_JOB, DESCRIBE_DRA):
+        invocation = INVOCATIONS.match(environ.get("PATH_INFO", ""))
+        if invocation and environ.get("REQUEST_METHOD") == "POST":
+            return self._invoke(environ, start_response, invocation.group(1))
+        if target not in (CREATE_TRAINING_JOB, DESCRIBE_DRA, *SERVING_TARGETS):
             return self._app(environ, start_response)
         length = int(environ.get("CONTENT_LENGTH") or 0)
         body = environ["wsgi.input"].read(length)
         params = json.loads(body or b"{}")
         if target == DESCRIBE_DRA:
             return self._describe_associations(params, start_response)
+        if target in SERVING_TARGETS:
+            with self._lock:
+                self.serving_requests.append((SERVING_TARGETS[target], params))
+            environ["wsgi.input"] = io.BytesIO(body)
+            response = list(self._app(environ, start_response))
+            reason = self.fail_endpoints.get(params.get("EndpointName"))
+            if target == "SageMaker.CreateEndpoint" and reason:
+                endpoint = self.sagemaker_backend().endpoints[params["EndpointName"]]
+                endpoint.endpoint_status, endpoint.failure_reason = "Failed", reason
+            return response
         environ["wsgi.input"] = io.BytesIO(body)
         response = list(self._app(environ, start_response))
         with self._lock:
             self.create_training_job_requests.append(params)
         self._run_job(params)
         return response
+
+    def _invoke(self, environ, start_response, name: str):
+        body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+        with self._lock:
+            self.invocations.append({
+                "EndpointName": name, "ContentType": environ.get("CONTENT_TYPE"),
+                "Accept": environ.get("HTTP_ACCEPT"),
+                "CustomAttributes": environ.get("HTTP_X_AMZN_SAGEMAKER_CUSTOM_ATTRIBUTES"),
+                "Body": body})
+        if name not in self.sagemaker_backend().endpoints:
+            start_response("400 Bad Request", [("Content-Type", "application/json"),
+                                               ("x-amzn-ErrorType", "ValidationError")])
+            return [json.dumps({"message": f"Endpoint {name} of account {DEFAULT_ACCOUNT_ID} "
+                                           "not found."}).encode()]
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [json.dumps(INVOCATION_ANSWER).encode()]
 
     def _describe_associations(self, params, start_response):
         wanted = {v for f in params.get("Filters", []) if f["Name"] == "file-system-id"

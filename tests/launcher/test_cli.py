@@ -7,8 +7,10 @@ import sys
 
 import pytest
 
-from tests.launcher.conftest import NOTEBOOKS
+from tests.launcher.conftest import (INFERENCE_IMAGES, JOB_PREFIX, NOTEBOOKS,
+                                     completed_training_job)
 from tests.launcher.expectations import assert_training_request
+from tests.launcher.fake_aws import INVOCATION_ANSWER
 
 
 def cli(fake_aws, *args):
@@ -103,3 +105,103 @@ def test_fsx_status_filters_by_the_file_system(fake_aws):
     assert dataset["lifecycle"] == pretrained["lifecycle"] == "AVAILABLE"
     assert dataset["s3"].endswith("/datasets/coco2017/") and dataset["fsx_path"] == "/datasets/coco2017"
     assert pretrained["s3"].endswith("/pretrained/") and pretrained["fsx_path"] == "/pretrained"
+
+
+def _endpoint_names(fake_aws, name):
+    sm = fake_aws.client("sagemaker")
+    return ([e["EndpointName"] for e in sm.list_endpoints(NameContains=name)["Endpoints"]],
+            [c["EndpointConfigName"] for c in sm.list_endpoint_configs(
+                NameContains=name)["EndpointConfigs"]],
+            [m["ModelName"] for m in sm.list_models()["Models"] if m["ModelName"] == name])
+
+
+def test_deploy_invoke_and_delete_from_the_command_line(fake_aws, tmp_path):
+    """From a finished job to an auto-scaling endpoint and back to nothing (EP-2, EP-4, EP-5,
+    AAS-1)."""
+    from PIL import Image
+
+    job = completed_training_job(fake_aws)
+    name = f"{JOB_PREFIX}-endpoint-cli"
+    before = len(fake_aws.serving_requests_since(0))
+    result = cli(fake_aws, "deploy", "--job", job, "--endpoint-name", name,
+                 "--instance-type", "ml.m5.xlarge", "--allow-cpu", "--instance-count", "2",
+                 "--min", "1", "--max", "4", "--target-invocations", "30", "--data-capture", "10")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["image"] == INFERENCE_IMAGES["cpu"]
+    assert summary["volume_kms_key"] is True  # m5: an EBS volume, encrypted with the key
+    sent = dict(fake_aws.serving_requests_since(before))
+    params = fake_aws.parameters
+    assert sent["CreateModel"]["PrimaryContainer"]["Image"] == INFERENCE_IMAGES["cpu"]
+    assert sent["CreateEndpointConfig"]["KmsKeyId"] == params["kms-key-arn"]
+    assert sent["CreateEndpointConfig"]["ProductionVariants"][0]["InitialInstanceCount"] == 2
+    assert sent["CreateEndpointConfig"]["DataCaptureConfig"]["InitialSamplingPercentage"] == 10
+    assert sent["RegisterScalableTarget"]["MinCapacity"] == 1
+    assert sent["RegisterScalableTarget"]["MaxCapacity"] == 4
+    assert sent["PutScalingPolicy"]["TargetTrackingScalingPolicyConfiguration"]["TargetValue"] \
+        == 30.0
+    assert f"delete-endpoint {name}" in result.stderr
+
+    image = tmp_path / "street.jpg"
+    Image.new("RGB", (64, 48), (10, 200, 90)).save(image)
+    result = cli(fake_aws, "invoke", name, str(image))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {str(image): INVOCATION_ANSWER}
+    assert fake_aws.invocations[-1]["ContentType"] == "image/jpeg"
+
+    listed = json.loads(cli(fake_aws, "endpoints").stdout)
+    assert {"name": name, "status": "InService"}.items() <= \
+        next(e for e in listed if e["name"] == name).items()
+    result = cli(fake_aws, "delete-endpoint", name)
+    assert result.returncode == 0, result.stderr
+    assert f"deleted endpoint {name}" in result.stdout
+    assert _endpoint_names(fake_aws, name) == ([], [], [])
+    assert cli(fake_aws, "delete-endpoint", name).returncode == 0  # again: nothing to do
+
+
+def test_deploy_dry_run_prints_the_requests_and_creates_nothing(fake_aws):
+    job = completed_training_job(fake_aws)
+    before = len(fake_aws.serving_requests_since(0))
+    result = cli(fake_aws, "deploy", "--job", job, "--dry-run")
+    assert result.returncode == 0, result.stderr
+    requests = json.loads(result.stdout)
+    assert list(requests) == ["CreateModel", "CreateEndpointConfig", "CreateEndpoint",
+                              "RegisterScalableTarget", "PutScalingPolicy"]
+    assert requests["CreateModel"]["PrimaryContainer"]["Image"] == INFERENCE_IMAGES["gpu"]
+    # The default instance type is checked here, without a create call: moto's
+    # CreateEndpointConfig refuses ml.g5.* (its list of instance types predates g5), AWS does not.
+    variant, = requests["CreateEndpointConfig"]["ProductionVariants"]
+    assert variant["InstanceType"] == "ml.g5.xlarge"
+    assert "KmsKeyId" not in requests["CreateEndpointConfig"]  # ml.g5.xlarge: local NVMe
+    assert f"training job:  {job}" in result.stderr
+    assert fake_aws.serving_requests_since(before) == []
+
+
+@pytest.mark.parametrize("args, message", [
+    (["deploy", "--instance-type", "ml.m5.xlarge"], "instance type 'ml.m5.xlarge' has no GPU"),
+    (["deploy", "--instance-type", "ml.g5"], "instance type 'ml.g5' is not a SageMaker hosting"),
+    (["deploy", "--job", f"{JOB_PREFIX}-nothing-20260101000000"], "does not exist in eu-west-2"),
+    (["deploy", "--endpoint-name", "mine"], "endpoint name 'mine' must start with maskrcnn-test-"),
+    (["delete-endpoint", "mine"], "endpoint name 'mine' must start with maskrcnn-test-"),
+])
+def test_invalid_serving_request_exits_2_and_creates_nothing(fake_aws, args, message):
+    """EP-1 (names of the deployment only), EP-2 (a GPU image unless --allow-cpu)."""
+    completed_training_job(fake_aws)
+    before = len(fake_aws.serving_requests_since(0))
+    result = cli(fake_aws, *args)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert message in result.stderr
+    assert fake_aws.serving_requests_since(before) == []
+
+
+def test_a_failed_endpoint_exits_1_with_its_reason_and_leaves_nothing(fake_aws):
+    job = completed_training_job(fake_aws)
+    name = f"{JOB_PREFIX}-endpoint-cli-fails"
+    fake_aws.fail_endpoints[name] = "Failed to download model data"
+    # A GPU type moto's CreateEndpointConfig knows (its list predates the default, ml.g5.*).
+    result = cli(fake_aws, "deploy", "--job", job, "--endpoint-name", name,
+                 "--instance-type", "ml.g4dn.xlarge")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"endpoint {name} Failed: Failed to download model data" in result.stderr
+    assert "rolled back" in result.stderr
+    assert _endpoint_names(fake_aws, name) == ([], [], [])

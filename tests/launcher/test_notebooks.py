@@ -9,11 +9,12 @@ import pytest
 from maskrcnn_contract import job_io
 from nbclient import NotebookClient
 
-from tests.launcher.conftest import BUCKET, FSX_MOUNT_NAME, NOTEBOOKS
+from tests.launcher.conftest import (BUCKET, FSX_MOUNT_NAME, INFERENCE_IMAGES, JOB_PREFIX,
+                                     NOTEBOOKS, completed_training_job, model_key)
 from tests.launcher.expectations import assert_training_request
 
 NOTEBOOK_NAMES = ["prepare-data.ipynb", "mask-rcnn-s3.ipynb", "mask-rcnn-efs.ipynb",
-                  "mask-rcnn-fsx.ipynb"]
+                  "mask-rcnn-fsx.ipynb", "inference.ipynb"]
 
 
 def execute(name: str, parameters: dict = None) -> str:
@@ -122,3 +123,81 @@ def test_prepare_data_stages_syncs_reports_and_can_rerun(fake_aws):
     assert fake_aws.requests_since(before + 1) == []  # staged already: no second job
     assert "are staged already" in second
     assert "DataSync task 2/2: SUCCESS" in second
+
+
+def _sample_image(fake_aws) -> bytes:
+    from io import BytesIO
+
+    from PIL import Image
+
+    out = BytesIO()
+    Image.new("RGB", (64, 48), (200, 120, 40)).save(out, "JPEG")
+    fake_aws.client("s3").put_object(Bucket=BUCKET, Key="inference-samples/street.jpg",
+                                     Body=out.getvalue())
+    return out.getvalue()
+
+
+def _endpoints(fake_aws, name):
+    return [e["EndpointName"] for e in fake_aws.client("sagemaker").list_endpoints(
+        NameContains=name)["Endpoints"]]
+
+
+def test_inference_notebook_serves_the_latest_job_draws_and_deletes(fake_aws):
+    """From the latest finished job to an auto-scaling endpoint, detections drawn, latency, and
+    back to nothing (EP-2, EP-4, AAS-1)."""
+    job = completed_training_job(fake_aws)
+    image = _sample_image(fake_aws)
+    before, calls = len(fake_aws.serving_requests_since(0)), len(fake_aws.invocations)
+    # A GPU type moto's CreateEndpointConfig knows: its list of instance types predates the
+    # notebook's default, ml.g5.xlarge (checked through `deploy --dry-run` in test_cli.py).
+    output = execute("inference.ipynb", {"LATENCY_REQUESTS": 5, "INSTANCE_TYPE": "ml.g4dn.xlarge"})
+    sent = dict(fake_aws.serving_requests_since(before))
+    assert list(sent) == ["CreateModel", "CreateEndpointConfig", "CreateEndpoint",
+                          "RegisterScalableTarget", "PutScalingPolicy"]
+    container = sent["CreateModel"]["PrimaryContainer"]
+    assert container == {"Image": INFERENCE_IMAGES["gpu"],
+                         "ModelDataUrl": f"s3://{BUCKET}/{model_key(job)}"}
+    assert sent["CreateEndpointConfig"]["ProductionVariants"][0]["InstanceType"] == "ml.g4dn.xlarge"
+    assert "KmsKeyId" not in sent["CreateEndpointConfig"]  # ml.g4dn.xlarge: local NVMe
+    name = sent["CreateEndpoint"]["EndpointName"]
+    assert name.startswith(f"{JOB_PREFIX}-endpoint-")
+    sent_images = fake_aws.invocations[calls:]
+    assert len(sent_images) == 1 + 5  # the image, then the timed requests
+    assert all(i["Body"] == image and i["ContentType"] == "image/jpeg" for i in sent_images)
+    assert sent_images[0]["CustomAttributes"] == "score_threshold=0.5"
+    assert f"training job:  {job}" in output
+    assert "1 detections, image size [48, 64]" in output
+    assert "person 0.91" in output
+    assert '"image/png"' in output  # the drawn image
+    assert re.search(r"latency over 5 requests: p50 [0-9.]+ ms, p90 [0-9.]+ ms", output)
+    assert f"{name}: deleted, nothing left" in output
+    assert _endpoints(fake_aws, name) == []
+
+
+def test_inference_notebook_warns_when_the_endpoint_is_kept(fake_aws):
+    completed_training_job(fake_aws)
+    _sample_image(fake_aws)
+    before = len(fake_aws.serving_requests_since(0))
+    output = execute("inference.ipynb", {"LATENCY_REQUESTS": 1, "DELETE_AT_END": False,
+                                         "INSTANCE_TYPE": "ml.m5.xlarge", "ALLOW_CPU": True})
+    sent = dict(fake_aws.serving_requests_since(before))
+    name = sent["CreateEndpoint"]["EndpointName"]
+    assert sent["CreateModel"]["PrimaryContainer"]["Image"] == INFERENCE_IMAGES["cpu"]
+    assert sent["CreateEndpointConfig"]["KmsKeyId"] == fake_aws.parameters["kms-key-arn"]
+    assert f"WARNING: {name} keeps running and billing" in output
+    assert _endpoints(fake_aws, name) == [name]
+    from maskrcnn_launcher import deploy, settings
+    import boto3
+
+    deploy.delete(settings.load(fake_aws.client("ssm"), "/maskrcnn-test"), name,
+                  boto3.session.Session(), echo=lambda _: None)
+    assert _endpoints(fake_aws, name) == []
+
+
+def test_inference_notebook_refuses_a_cpu_instance_before_creating_anything(fake_aws):
+    completed_training_job(fake_aws)
+    _sample_image(fake_aws)
+    before = len(fake_aws.serving_requests_since(0))
+    with pytest.raises(Exception, match="instance type 'ml.m5.xlarge' has no GPU"):
+        execute("inference.ipynb", {"INSTANCE_TYPE": "ml.m5.xlarge"})
+    assert fake_aws.serving_requests_since(before) == []

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from pycocotools import mask as mask_api
 
-from maskrcnn_job import coco_to_tfrecord
+from maskrcnn_job import coco_to_tfrecord, synthetic_coco
 from maskrcnn_job.coco_to_tfrecord import ConversionError
 
 
@@ -59,12 +59,15 @@ def test_round_trip_through_model_garden_decoder(small_coco, tmp_path):
         expected_boxes = [[a["bbox"][1] / h, a["bbox"][0] / w, (a["bbox"][1] + a["bbox"][3]) / h,
                            (a["bbox"][0] + a["bbox"][2]) / w] for a in anns]
         np.testing.assert_allclose(example["groundtruth_boxes"], expected_boxes, atol=1e-6)
-        expected_masks = [mask_api.decode(mask_api.merge(
-            mask_api.frPyObjects(a["segmentation"], h, w))) for a in anns]
+        # The synthetic set's masks are RLE (visible parts of occluded shapes), crowds among them.
+        expected_masks = [mask_api.decode(coco_to_tfrecord._segmentation_rle(a["segmentation"],
+                                                                             h, w)) for a in anns]
         np.testing.assert_array_equal(example["groundtruth_instance_masks"], expected_masks)
+        np.testing.assert_array_equal(example["groundtruth_is_crowd"],
+                                      [bool(a["iscrowd"]) for a in anns])
         assert example["groundtruth_instance_masks"].sum() > 0
     info = json.load(open(os.path.join(out, "dataset_info.json")))
-    assert info["num_classes"] == 4
+    assert info["num_classes"] == len(synthetic_coco.CATEGORIES) + 1
     assert info["splits"]["val"]["num_images"] == len(_load(small_coco, "val")["images"])
     assert os.path.isfile(os.path.join(out, "annotations", "instances_val2017.json"))
 

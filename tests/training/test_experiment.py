@@ -6,7 +6,7 @@ import pytest
 
 from maskrcnn_contract import hyperparameters
 
-from maskrcnn_job import coco_to_tfrecord, experiment
+from maskrcnn_job import coco_to_tfrecord, experiment, synthetic_coco
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ def test_config_follows_hyperparameters_and_dataset(channel):
     task = config.task
     assert task.model.backbone.resnet.model_id == 18
     assert task.model.input_size == [64, 64, 3]
-    assert task.model.num_classes == 4
+    assert task.model.num_classes == len(synthetic_coco.CATEGORIES) + 1  # raw ids, 0 background
     assert task.model.anchor.anchor_size == 4.0  # compact preset
     assert task.train_data.global_batch_size == 12
     assert task.init_checkpoint is None

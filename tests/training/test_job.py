@@ -89,9 +89,10 @@ def test_rank_0_writes_checkpoints_and_every_host_the_model(runs):
     assert "ckpt-10.index" in snapshot["algo-1 checkpoints"]
     assert "ckpt-20.index" in snapshot["algo-1 checkpoints"]
     assert snapshot["algo-2 checkpoints"] == []  # rank 1 runs on algo-2
-    # Whichever host's /opt/ml/model SageMaker uploads, it holds the model.
-    assert snapshot["algo-1 model"] == ["1"]
-    assert snapshot["algo-2 model"] == ["1"]
+    # Whichever host's /opt/ml/model SageMaker uploads, it holds the model and its serving code
+    # (the layout the TensorFlow Serving container deploys: <version>/ and code/).
+    assert snapshot["algo-1 model"] == ["1", "code"]
+    assert snapshot["algo-2 model"] == ["1", "code"]
     assert snapshot["tensorboard"], "rank 0 writes TensorBoard summaries"
     assert "rank 1 exported SavedModel to /opt/ml/model/1" in runs["first"].stdout
 
@@ -124,19 +125,96 @@ def test_coco_metrics_are_printed_for_sagemaker(runs):
     assert "evaluated 8 images" in output
 
 
-def test_saved_model_serves_an_image(runs):
-    import numpy as np
+def _serve_as_the_container_would(model_dir, image_bytes, content_type, custom_attributes=""):
+    """One InvokeEndpoint through the SageMaker TensorFlow Serving container's path: its import
+    of code/inference.py, input_handler, TensorFlow Serving's REST predict (row format: base64
+    {"b64": ...} values decoded, the named signature, {"predictions": [one object per
+    instance]}), output_handler. Returns (body, content type)."""
+    import base64
+    import importlib.util
+    import io
+    import types
+
     import tensorflow as tf
+
+    spec = importlib.util.spec_from_file_location("inference", model_dir / "code" / "inference.py")
+    handler = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(handler)
+    context = types.SimpleNamespace(request_content_type=content_type,
+                                    accept_header="application/json",
+                                    custom_attributes=custom_attributes)
+    request = json.loads(handler.input_handler(io.BytesIO(image_bytes), context))
+    signature = tf.saved_model.load(str(model_dir / "1")).signatures[request["signature_name"]]
+    inputs = [base64.b64decode(i["b64"]) for i in request["instances"]]
+    outputs = signature(inputs=tf.constant(inputs))
+    rows = [{name: value.numpy()[i].tolist() for name, value in outputs.items()}
+            for i in range(len(inputs))]
+    response = types.SimpleNamespace(status_code=200,
+                                     content=json.dumps({"predictions": rows}).encode())
+    return handler.output_handler(response, context)
+
+
+def test_the_endpoint_answers_an_image_with_detections_as_the_container_would(runs):
     from PIL import Image
 
-    model = tf.saved_model.load(str(_opt_ml(runs["work"], "algo-1") / "model" / "1"))
+    model_dir = _opt_ml(runs["work"], "algo-1") / "model"
     image_file = sorted(glob.glob(str(runs["work"] / "coco-synthetic" / "val2017" / "*.jpg")))[0]
-    image = np.asarray(Image.open(image_file))[np.newaxis]
-    outputs = model.signatures["serving_default"](tf.constant(image, tf.uint8))
-    assert {"detection_boxes", "detection_classes", "detection_scores", "detection_masks",
-            "num_detections"} <= set(outputs)
-    assert outputs["detection_boxes"].shape[0] == 1
-    assert "serving_bytes" in model.signatures
+    with open(image_file, "rb") as f:
+        encoded = f.read()
+    body, content_type = _serve_as_the_container_would(model_dir, encoded, "image/jpeg",
+                                                       "score_threshold=0")
+    assert content_type == "application/json"
+    answer = json.loads(body)
+    width, height = Image.open(image_file).size
+    assert answer["image_size"] == [height, width]
+    categories = json.loads((model_dir / "code" / "categories.json").read_text())
+    names = {c["id"]: c["name"] for c in categories}
+    assert answer["detections"], "with no score threshold the model returns its top boxes"
+    for detection in answer["detections"]:
+        x, y, w, h = detection["bbox"]
+        assert -1 <= x and -1 <= y and w >= 0 and h >= 0
+        assert x + w <= width + 1 and y + h <= height + 1
+        assert detection["category_name"] == names[detection["category_id"]]
+        assert 0 <= detection["score"] <= 1
+        mask = detection["mask"]
+        assert len(mask) == 28 and all(len(row) == 28 for row in mask)
+        assert all(0 <= p <= 1 for row in mask for p in row)
+    scores = [d["score"] for d in answer["detections"]]
+    assert scores == sorted(scores, reverse=True)
+    # The default threshold keeps only the confident ones.
+    body, _ = _serve_as_the_container_would(model_dir, encoded, "image/jpeg")
+    assert all(d["score"] >= 0.3 for d in json.loads(body)["detections"])
+    with pytest.raises(ValueError, match="unsupported content type 'text/csv'"):
+        _serve_as_the_container_would(model_dir, encoded, "text/csv")
+
+
+def test_predict_draws_the_model_answers_and_writes_coco_results(runs, tmp_path):
+    from PIL import Image
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    from maskrcnn_job import predict
+
+    coco_dir = runs["work"] / "coco-synthetic"
+    annotations = str(coco_dir / "annotations" / "instances_val2017.json")
+    images = sorted(glob.glob(str(coco_dir / "val2017" / "*.jpg")))[:3]
+    assert predict.main([str(_opt_ml(runs["work"], "algo-1") / "model"), *images,
+                         "--out", str(tmp_path), "--annotations", annotations, "--compare", "2",
+                         "--score-threshold", "0.05"]) == 0
+    for image in images:
+        drawn = Image.open(tmp_path / (os.path.basename(image)[:-4] + ".png"))
+        assert drawn.width >= 384  # scaled up to be readable
+    comparison = Image.open(tmp_path / predict.COMPARISON_FILE)
+    assert comparison.height > 2 * 384 and comparison.width > 2 * 384  # 2 rows, 2 columns
+    results = json.loads((tmp_path / predict.RESULTS_FILE).read_text())
+    assert results and {r["image_id"] for r in results} <= set(COCO(annotations).getImgIds())
+    truth = COCO(annotations)
+    evaluation = COCOeval(truth, truth.loadRes(str(tmp_path / predict.RESULTS_FILE)), "segm")
+    evaluation.params.imgIds = sorted({r["image_id"] for r in results})
+    evaluation.evaluate()
+    evaluation.accumulate()
+    evaluation.summarize()
+    assert 0.0 <= evaluation.stats[0] <= 1.0
 
 
 def test_one_host_path_of_make_demo_trains_evaluates_and_exports(tmp_path):
@@ -150,6 +228,11 @@ def test_one_host_path_of_make_demo_trains_evaluates_and_exports(tmp_path):
     assert re.search(r"^eval/segm_AP: [0-9.]+$", run.stdout, re.M)
     model = tmp_path / "opt_ml" / "model" / "1"
     assert f"SavedModel: {model}" in run.stdout and (model / "saved_model.pb").exists()
+    # It ends with a picture of its predictions beside the ground truth.
+    comparison, = re.findall(r"^predictions drawn \(ground truth left, predicted right\): (\S+)$",
+                             run.stdout, re.M)
+    assert comparison == str(tmp_path / "predictions" / "ground_truth_vs_predictions.png")
+    assert os.path.getsize(comparison) > 10_000
 
 
 def test_failing_rank_fails_the_job_fast_with_its_cause(tmp_path):

@@ -99,7 +99,7 @@ def test_mirrored_checkpoints_only_the_chiefs_copy_and_every_host_exports(mirror
     checkpoints_2, model_2 = mirrored["snapshot"]["algo-2"]
     assert "ckpt-10.index" in checkpoints_1 and "ckpt-20.index" in checkpoints_1
     assert checkpoints_2 == []  # worker 1 saved too, into a scratch directory it removed
-    assert model_1 == ["1"] and model_2 == ["1"]
+    assert model_1 == ["1", "code"] and model_2 == ["1", "code"]
 
 
 def test_mirrored_resumes_and_a_failing_worker_fails_the_job_fast(mirrored):
@@ -150,7 +150,7 @@ def test_parameter_servers_checkpoint_on_the_chief_and_export(parameter_servers)
     checkpoints_2, model_2 = parameter_servers["snapshot"]["algo-2"]
     # Written through the chief (io_device), though the variables live on both hosts' PS.
     assert "ckpt-40.index" in checkpoints_1 and checkpoints_2 == []
-    assert model_1 == ["1"]  # the chief exports; SageMaker uploads the first host's model
+    assert model_1 == ["1", "code"]  # the chief exports; SageMaker uploads the first host's model
 
 
 def test_parameter_servers_resume_and_a_failing_chief_ends_the_job_fast(parameter_servers):

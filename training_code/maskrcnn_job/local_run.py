@@ -87,6 +87,9 @@ def parse_args(argv=None):
                         help="synthetic validation images (50)")
     parser.add_argument("--image-size", type=int, default=128,
                         help="synthetic image side in pixels, also the model input size (128)")
+    parser.add_argument("--difficulty", choices=("hard", "easy"), default="hard",
+                        help="the synthetic set: hard (occlusion, crowds, textures, tiny objects, "
+                             "8 look-alike classes) or easy (3 shapes that never overlap) (hard)")
     parser.add_argument("--hp", action="append", default=[], metavar="KEY=VALUE",
                         help="override a hyperparameter (repeatable); see training_code/README.md")
     parser.add_argument("--resume", action="store_true",
@@ -99,6 +102,9 @@ def parse_args(argv=None):
     parser.add_argument("--container-env", action="append", default=[], metavar="KEY=VALUE",
                         help="an environment variable of the emulated hosts' containers "
                              "(repeatable); one host passes its own environment on")
+    parser.add_argument("--draw", type=int, default=4, metavar="N",
+                        help="after training, draw the model's predictions for N validation "
+                             "images beside their ground truth into one PNG (4; 0: none)")
     parser.add_argument("--image-python", default=IMAGE_PYTHON,
                         help="the Python of the emulated hosts (.venv-image/bin/python)")
     args = parser.parse_args(argv)
@@ -149,21 +155,24 @@ def _write_json(path, payload):
 
 def _prepare_dataset(args, work_dir: str, channel: str) -> None:
     """Synthetic COCO -> TFRecords into the train channel, unless already there."""
+    from maskrcnn_job import synthetic_coco
+
     stamp = {"train": args.train_images, "val": args.val_images, "size": args.image_size,
-             "seed": 0}
+             "seed": 0, "difficulty": args.difficulty, "generator": synthetic_coco.VERSION}
     stamp_file = os.path.join(channel, "synthetic.json")
     if os.path.exists(stamp_file):
         with open(stamp_file, encoding="utf-8") as f:
             if json.load(f) == stamp:
                 print(f"dataset: reusing {channel}")
                 return
-    from maskrcnn_job import coco_to_tfrecord, synthetic_coco
+    from maskrcnn_job import coco_to_tfrecord
 
     coco_dir = os.path.join(work_dir, "coco-synthetic")
     shutil.rmtree(coco_dir, ignore_errors=True)
     shutil.rmtree(channel, ignore_errors=True)
     started = time.time()
-    synthetic_coco.generate(coco_dir, args.train_images, args.val_images, args.image_size)
+    synthetic_coco.generate(coco_dir, args.train_images, args.val_images, args.image_size,
+                            difficulty=args.difficulty)
     coco_to_tfrecord.convert_coco_dir(coco_dir, channel, workers=1)
     _write_json(stamp_file, stamp)
     print(f"dataset: generated and converted in {time.time() - started:.0f} s -> {channel}")
@@ -327,8 +336,28 @@ def main(argv=None) -> int:
     for name in ("eval/bbox_AP", "eval/bbox_AP50", "eval/segm_AP", "eval/segm_AP50"):
         if name in final:
             print(metrics.format_line(name, final[name]))
-    print(f"SavedModel: {os.path.join(model_dir, '1')}")
+    saved_model = os.path.join(model_dir, "1")
+    if not os.path.isfile(os.path.join(saved_model, "saved_model.pb")):
+        print(f"no SavedModel in {model_dir}: the program exported none")
+        return 0
+    print(f"SavedModel: {saved_model}")
+    if args.draw > 0:
+        _draw_predictions(work_dir, model_dir, args.draw)
     return 0
+
+
+def _draw_predictions(work_dir: str, model_dir: str, count: int) -> None:
+    """The first `count` validation images through the SavedModel, ground truth beside."""
+    from maskrcnn_job import predict
+
+    coco_dir = os.path.join(work_dir, "coco-synthetic")
+    val_dir = os.path.join(coco_dir, "val2017")
+    images = sorted(os.path.join(val_dir, n) for n in os.listdir(val_dir))[:count]
+    written = predict.predict(
+        model_dir, images, os.path.join(work_dir, "predictions"),
+        annotations=os.path.join(coco_dir, "annotations", "instances_val2017.json"),
+        compare=count)
+    print(f"predictions drawn (ground truth left, predicted right): {written['comparison']}")
 
 
 if __name__ == "__main__":

@@ -335,6 +335,8 @@ class Trainer:
         with tempfile.TemporaryDirectory() as scratch:
             weights = tf.train.Checkpoint(model=self.inference_model).write(
                 os.path.join(scratch, "final"))
-            exported = export.export_saved_model(self.config, weights, self.paths.model_dir)
+            exported = export.export_saved_model(
+                self.config, weights, self.paths.model_dir,
+                categories=export.read_categories(self.dataset.val_annotations))
         # print, not log: only rank 0 logs at INFO.
         print(f"rank {self.backend.rank} exported SavedModel to {exported}", flush=True)

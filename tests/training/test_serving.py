@@ -1,0 +1,107 @@
+"""The endpoint's handler and the prediction drawings, on made-up model outputs (no TensorFlow).
+
+The handler on the real SavedModel, as the container runs it: tests/training/test_job.py."""
+
+import io
+import json
+import types
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from maskrcnn_job import drawing, serving_handler
+
+
+def _context(content_type="image/jpeg", attributes=""):
+    return types.SimpleNamespace(request_content_type=content_type, accept_header="application/json",
+                                 custom_attributes=attributes)
+
+
+def _prediction(scores=(0.9, 0.2), count=2):
+    """A row of Model Garden's DetectionModule output for a 100x80 (h x w) image."""
+    return {
+        "num_detections": count,
+        "image_info": [[100.0, 80.0], [64.0, 64.0], [0.64, 0.8], [0.0, 0.0]],
+        "detection_boxes": [[10.0, 20.0, 50.0, 60.0], [0.0, 0.0, 5.0, 5.0], [0, 0, 0, 0]],
+        "detection_classes": [3.0, 1.0, 0.0],
+        "detection_scores": list(scores) + [0.0],
+        "detection_masks": np.full((3, 28, 28), 0.75).tolist(),
+    }
+
+
+def test_an_image_request_becomes_a_base64_serving_bytes_request():
+    request = json.loads(serving_handler.input_handler(io.BytesIO(b"\xff\xd8jpeg"), _context()))
+    assert request == {"signature_name": "serving_bytes", "instances": [{"b64": "/9hqcGVn"}]}
+    passthrough = '{"instances": [[1]]}'
+    assert serving_handler.input_handler(io.BytesIO(passthrough.encode()),
+                                         _context("application/json")) == passthrough
+
+
+@pytest.mark.parametrize("content_type", ["text/csv", None])
+def test_other_content_types_are_refused_by_name(content_type):
+    with pytest.raises(ValueError, match=f"unsupported content type {content_type or 'none'!r}"):
+        serving_handler.input_handler(io.BytesIO(b"1,2"), _context(content_type))
+
+
+def test_an_empty_image_request_is_refused():
+    with pytest.raises(ValueError, match="request body is empty"):
+        serving_handler.input_handler(io.BytesIO(b""), _context("image/png"))
+
+
+def test_detections_are_coco_boxes_above_the_threshold_with_names():
+    answer = serving_handler.detections(_prediction(), 0.3, {3: "triangle"})
+    assert answer["image_size"] == [100, 80]
+    detection, = answer["detections"]  # 0.2 < 0.3; the third is past num_detections
+    assert detection["bbox"] == [20.0, 10.0, 40.0, 40.0]  # [x, y, w, h] from [ymin, xmin, ...]
+    assert detection["category_id"] == 3 and detection["category_name"] == "triangle"
+    assert detection["score"] == 0.9
+    assert np.array(detection["mask"]).shape == (28, 28)
+
+
+@pytest.mark.parametrize("attributes, threshold", [("", 0.3), ("score_threshold=0.1", 0.1),
+                                                   ("a=b, score_threshold=0", 0.0)])
+def test_the_threshold_comes_from_the_custom_attributes(attributes, threshold):
+    assert serving_handler.score_threshold(attributes) == threshold
+
+
+@pytest.mark.parametrize("attributes, message", [("score_threshold=high", "'high' is not a number"),
+                                                 ("score_threshold=2", "outside")])
+def test_a_bad_threshold_is_refused_by_value(attributes, message):
+    with pytest.raises(ValueError, match=message):
+        serving_handler.score_threshold(attributes)
+
+
+def test_the_output_handler_answers_one_object_for_an_image_and_a_list_for_json():
+    response = types.SimpleNamespace(status_code=200, content=json.dumps(
+        {"predictions": [_prediction(), _prediction(scores=(0.5, 0.4))]}).encode())
+    body, content_type = serving_handler.output_handler(response, _context())
+    assert content_type == "application/json" and len(json.loads(body)["detections"]) == 1
+    body, _ = serving_handler.output_handler(response, _context("application/json"))
+    assert [len(p["detections"]) for p in json.loads(body)["predictions"]] == [1, 2]
+    failed = types.SimpleNamespace(status_code=400, content=b"bad input")
+    with pytest.raises(ValueError, match="answered 400: bad input"):
+        serving_handler.output_handler(failed, _context())
+
+
+def test_masks_are_blended_in_the_category_colour_and_the_rest_is_unchanged():
+    image = Image.new("RGB", (64, 48), (0, 0, 0))
+    mask = np.zeros((48, 64), bool)
+    mask[10:20, 30:40] = True
+    drawn = drawing.draw_instances(image, [{"bbox": [30, 10, 10, 10], "category_id": 2,
+                                           "score": 0.5, "mask": mask}], {2: "square"})
+    scale = drawing.scale_for(image)
+    assert scale == 8 and drawn.size == (64 * scale, 48 * scale)
+    pixels = np.asarray(drawn).astype(int)
+    inside = pixels[15 * scale, 35 * scale]
+    expected = np.array(drawing.colour(2)) * drawing.MASK_OPACITY
+    assert np.abs(inside - expected).max() <= 2  # blended over black
+    assert (pixels[40 * scale, 5 * scale] == 0).all()  # far from the instance: untouched
+
+
+def test_the_grid_puts_pairs_side_by_side():
+    left, right = Image.new("RGB", (100, 50), "red"), Image.new("RGB", (120, 60), "blue")
+    sheet = drawing.grid([(left, right), (left, right)], gap=8)
+    assert sheet.size == (100 + 120 + 3 * 8, 2 * 60 + 3 * 8)
+    assert sheet.getpixel((8 + 50, 8 + 25)) == (255, 0, 0)
+    assert sheet.getpixel((2 * 8 + 100 + 60, 8 + 30)) == (0, 0, 255)

@@ -1,0 +1,195 @@
+"""The synthetic COCO set: deterministic, occluded instances with visible-part RLE masks, crowds,
+every class, and annotations that pycocotools and the converter's validation take as they are."""
+
+import contextlib
+import filecmp
+import io
+import json
+import os
+
+import numpy as np
+import pytest
+from pycocotools import mask as mask_api
+from pycocotools.coco import COCO
+from pycocotools.cocoeval import COCOeval
+
+from maskrcnn_job import coco_to_tfrecord, synthetic_coco
+
+SIZE = 128
+
+
+@pytest.fixture(scope="module")
+def hard_set(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("hard"))
+    splits = synthetic_coco.generate(out, num_train=80, num_val=10, image_size=SIZE, seed=5)
+    return out, splits
+
+
+def _by_image(dataset):
+    by_image = {im["id"]: [] for im in dataset["images"]}
+    for ann in dataset["annotations"]:
+        by_image[ann["image_id"]].append(ann)
+    return by_image
+
+
+def _files(root):
+    return sorted(os.path.relpath(os.path.join(d, f), root)
+                  for d, _, files in os.walk(root) for f in files)
+
+
+def test_same_arguments_give_identical_files(tmp_path):
+    one, two, other = (str(tmp_path / name) for name in ("one", "two", "other"))
+    for out in (one, two):
+        synthetic_coco.generate(out, num_train=6, num_val=2, image_size=96, seed=11)
+    synthetic_coco.generate(other, num_train=6, num_val=2, image_size=96, seed=12)
+    files = _files(one)
+    assert files == _files(two) and len(files) == 6 + 2 + 2
+    _, mismatch, errors = filecmp.cmpfiles(one, two, files, shallow=False)
+    assert not mismatch and not errors
+    _, mismatch, _ = filecmp.cmpfiles(one, other, files, shallow=False)
+    assert mismatch, "another seed should give other images"
+
+
+def test_masks_are_visible_parts_rle_disjoint_with_matching_boxes(hard_set):
+    _, splits = hard_set
+    for dataset in splits.values():
+        assert dataset["categories"] == synthetic_coco.CATEGORIES
+        for image in dataset["images"]:
+            anns = _by_image(dataset)[image["id"]]
+            assert any(not a["iscrowd"] for a in anns), "every image has an instance"
+            assert sum(not a["iscrowd"] for a in anns) <= 7
+            covered = np.zeros((SIZE, SIZE), dtype=np.int32)
+            for ann in anns:
+                segmentation = ann["segmentation"]
+                assert set(segmentation) == {"size", "counts"}
+                assert segmentation["size"] == [SIZE, SIZE]
+                # Uncompressed RLE, as COCO's crowds: what Model Garden's converter reads too.
+                assert isinstance(segmentation["counts"], list)
+                assert sum(segmentation["counts"]) == SIZE * SIZE
+                binary = mask_api.decode(mask_api.frPyObjects(segmentation, SIZE, SIZE))
+                assert binary.sum() > 0
+                assert ann["area"] == binary.sum()
+                ys, xs = np.nonzero(binary)
+                assert ann["bbox"] == [xs.min(), ys.min(), xs.max() - xs.min() + 1,
+                                       ys.max() - ys.min() + 1]
+                covered += binary
+            assert covered.max() == 1, f"image {image['id']}: visible masks overlap"
+
+
+def test_instances_occlude_each_other():
+    """Drawn back to front: earlier shapes lose pixels to later ones, never more than allowed."""
+    rng = np.random.default_rng(0)
+    settings = synthetic_coco.HARD
+    hidden = []
+    for _ in range(30):
+        scene = synthetic_coco._Scene(rng, SIZE, settings)
+        for _ in range(7):
+            scene.add_shape()
+        for item in scene.items:
+            visible = int(item.visible.sum())
+            assert visible >= settings.min_visible * item.full_area - 1e-9
+            assert visible >= settings.min_visible_px
+            hidden.append(1 - visible / item.full_area)
+    hidden = np.array(hidden)
+    assert (hidden > 0.1).mean() > 0.2, "too few shapes are occluded (or cut by the border)"
+    assert hidden.max() <= 1 - settings.min_visible + 1e-9
+
+
+def test_occluded_masks_touch_their_occluders(hard_set):
+    """In the files themselves: many visible masks border another instance's mask."""
+    _, splits = hard_set
+    touching = total = 0
+    for image_id, anns in _by_image(splits["train"]).items():
+        masks = [mask_api.decode(mask_api.frPyObjects(a["segmentation"], SIZE, SIZE)).astype(bool)
+                 for a in anns]
+        for index, mask in enumerate(masks):
+            grown = mask.copy()
+            grown[1:] |= mask[:-1]
+            grown[:-1] |= mask[1:]
+            grown[:, 1:] |= mask[:, :-1]
+            grown[:, :-1] |= mask[:, 1:]
+            others = np.any([m for k, m in enumerate(masks) if k != index], axis=0) \
+                if len(masks) > 1 else np.zeros_like(mask)
+            touching += bool(np.any(grown & others))
+            total += 1
+    assert touching / total > 0.3
+
+
+def test_crowds_classes_and_scales(hard_set):
+    _, splits = hard_set
+    anns = splits["train"]["annotations"] + splits["val"]["annotations"]
+    ids = {c["id"] for c in synthetic_coco.CATEGORIES}
+    assert sorted(ids) == list(range(1, len(ids) + 1)) and len(ids) >= 6
+    assert {a["category_id"] for a in anns if not a["iscrowd"]} == ids
+    crowds = [a for a in anns if a["iscrowd"]]
+    assert crowds and all(a["iscrowd"] == 1 for a in crowds)
+    assert len(crowds) < 0.1 * len(anns)
+    areas = np.array([a["area"] for a in anns if not a["iscrowd"]])
+    assert areas.min() < 60, "tiny objects (a few pixels of radius)"
+    assert areas.max() > 0.08 * SIZE * SIZE
+    assert 0.05 < (areas < 100).mean() < 0.4
+
+
+def _self_evaluation(annotation_file, iou_type):
+    ground_truth = COCO(annotation_file)
+    with open(annotation_file) as f:
+        dataset = json.load(f)
+    results = []
+    for ann in dataset["annotations"]:
+        if ann["iscrowd"]:
+            continue
+        result = {"image_id": ann["image_id"], "category_id": ann["category_id"], "score": 1.0}
+        if iou_type == "segm":
+            # Results carry compressed RLE (what a model's results file holds).
+            rle = ground_truth.annToRLE(ann)
+            result["segmentation"] = {"size": rle["size"], "counts": rle["counts"].decode()}
+        else:
+            result["bbox"] = list(ann["bbox"])
+        results.append(result)
+    evaluation = COCOeval(ground_truth, ground_truth.loadRes(results), iouType=iou_type)
+    with contextlib.redirect_stdout(io.StringIO()):
+        evaluation.evaluate()
+        evaluation.accumulate()
+        evaluation.summarize()
+    return evaluation.stats
+
+
+@pytest.mark.parametrize("iou_type", ["segm", "bbox"])
+def test_ground_truth_scores_ap_one_against_itself(hard_set, iou_type):
+    """pycocotools reads the RLE masks and crowds as COCO's own: AP 1.0, AP50 1.0, AP small 1.0."""
+    out, _ = hard_set
+    stats = _self_evaluation(os.path.join(out, "annotations", "instances_val2017.json"), iou_type)
+    assert stats[0] == pytest.approx(1.0)
+    assert stats[1] == pytest.approx(1.0)
+    assert stats[3] == pytest.approx(1.0)
+
+
+def test_converter_validation_accepts_every_annotation(hard_set):
+    out, splits = hard_set
+    for split, dataset in splits.items():
+        kept, problems = coco_to_tfrecord.validate(dataset, os.path.join(out, f"{split}2017"))
+        assert problems == []
+        assert sum(len(anns) for _, anns in kept) == len(dataset["annotations"])
+
+
+def test_easy_set_is_the_earlier_one(tmp_path):
+    splits = synthetic_coco.generate(str(tmp_path), num_train=20, num_val=2, image_size=96,
+                                     seed=1, difficulty="easy")
+    dataset = splits["train"]
+    assert dataset["categories"] == synthetic_coco.EASY_CATEGORIES
+    assert [c["name"] for c in dataset["categories"]] == ["circle", "square", "triangle"]
+    for anns in _by_image(dataset).values():
+        assert 1 <= len(anns) <= 4
+        boxes = [a["bbox"] for a in anns]
+        for i, a in enumerate(boxes):  # never overlapping
+            for b in boxes[i + 1:]:
+                assert (a[0] + a[2] <= b[0] or b[0] + b[2] <= a[0]
+                        or a[1] + a[3] <= b[1] or b[1] + b[3] <= a[1])
+        assert all(isinstance(a["segmentation"], list) and not a["iscrowd"] for a in anns)
+
+
+def test_bad_arguments_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="difficulty"):
+        synthetic_coco.generate(str(tmp_path), 1, 1, difficulty="medium")
+    with pytest.raises(ValueError, match="at least one image"):
+        synthetic_coco.generate(str(tmp_path), 0, 1)

@@ -1,0 +1,115 @@
+"""Pre- and post-processing for the SageMaker TensorFlow Serving container: an image in, JSON out.
+
+The export copies this file to <model dir>/code/inference.py, beside the SavedModel's version
+directory (<model dir>/1/), with the dataset's category names in code/categories.json. The
+container (aws/sagemaker-tensorflow-serving-container, README "Pre/Post-Processing") imports
+code/inference.py and calls `input_handler(data, context)` before it posts to TensorFlow Serving's
+REST API and `output_handler(response, context)` after. Standard library only: an endpoint in a
+VPC without internet cannot pip-install anything (docs/aws-rules.md, EP rules).
+
+Requests:
+- `image/jpeg`, `image/png` or `application/x-image`: one encoded image, sent to the SavedModel's
+  `serving_bytes` signature as TensorFlow Serving's base64 form (`{"b64": ...}`);
+- `application/json`: a TensorFlow Serving request, passed through (it names its own signature).
+Custom attribute `score_threshold=X` (header X-Amzn-SageMaker-Custom-Attributes) drops weaker
+detections (default DEFAULT_SCORE_THRESHOLD).
+
+Response (application/json), for an image request:
+    {"image_size": [height, width],
+     "detections": [{"bbox": [x, y, width, height],     # input-image pixels, COCO's order
+                     "category_id": 3, "category_name": "triangle", "score": 0.97,
+                     "mask": [[...28 floats...] x 28]}]}  # probabilities over the box
+and for a JSON request {"predictions": [<one such object per instance>]}.
+"""
+
+import base64
+import json
+import os
+
+SIGNATURE = "serving_bytes"
+DEFAULT_SCORE_THRESHOLD = 0.3
+IMAGE_CONTENT_TYPES = ("image/jpeg", "image/png", "application/x-image")
+CATEGORIES_FILE = "categories.json"
+MASK_DECIMALS = 3
+
+
+def _category_names() -> dict:
+    """{category id: name} from categories.json beside this file; {} when it is absent."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), CATEGORIES_FILE)
+    if not os.path.isfile(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return {int(c["id"]): c["name"] for c in json.load(f)}
+
+
+def score_threshold(custom_attributes) -> float:
+    """`score_threshold=X` from the request's custom attributes (comma-separated key=value)."""
+    for item in (custom_attributes or "").split(","):
+        key, _, value = item.partition("=")
+        if key.strip() == "score_threshold":
+            try:
+                threshold = float(value)
+            except ValueError:
+                raise ValueError(f"custom attribute score_threshold={value!r} is not a number")
+            if not 0.0 <= threshold <= 1.0:
+                raise ValueError(f"custom attribute score_threshold={threshold} is outside [0, 1]")
+            return threshold
+    return DEFAULT_SCORE_THRESHOLD
+
+
+def tfs_request(image_bytes: bytes) -> str:
+    """The TensorFlow Serving REST request for one encoded image: base64 in TFS's {"b64": ...}."""
+    return json.dumps({"signature_name": SIGNATURE,
+                       "instances": [{"b64": base64.b64encode(image_bytes).decode("ascii")}]})
+
+
+def detections(prediction: dict, threshold: float, names: dict) -> dict:
+    """One instance of TensorFlow Serving's row-format output -> this endpoint's JSON object.
+
+    Model Garden's DetectionModule gives boxes as [ymin, xmin, ymax, xmax] in input-image pixels,
+    raw category ids as classes (floats), and 28x28 mask probabilities over each box."""
+    count = int(prediction["num_detections"])
+    # image_info row 0: the original image's [height, width].
+    height, width = (int(round(v)) for v in prediction["image_info"][0])
+    found = []
+    for i in range(count):
+        score = float(prediction["detection_scores"][i])
+        if score < threshold:
+            continue
+        ymin, xmin, ymax, xmax = (float(v) for v in prediction["detection_boxes"][i])
+        category = int(round(float(prediction["detection_classes"][i])))
+        item = {"bbox": [round(xmin, 2), round(ymin, 2), round(xmax - xmin, 2), round(ymax - ymin, 2)],
+                "category_id": category, "score": round(score, 4)}
+        if category in names:
+            item["category_name"] = names[category]
+        if "detection_masks" in prediction:
+            item["mask"] = [[round(float(p), MASK_DECIMALS) for p in row]
+                            for row in prediction["detection_masks"][i]]
+        found.append(item)
+    return {"image_size": [height, width], "detections": found}
+
+
+def input_handler(data, context):
+    content_type = (context.request_content_type or "").split(";")[0].strip().lower()
+    if content_type in IMAGE_CONTENT_TYPES:
+        payload = data.read()
+        if not payload:
+            raise ValueError("the request body is empty: send one encoded JPEG or PNG image")
+        return tfs_request(payload)
+    if content_type == "application/json":
+        return data.read().decode("utf-8")
+    raise ValueError(f"unsupported content type {content_type or 'none'!r}: send "
+                     f"{', '.join(IMAGE_CONTENT_TYPES)} or a TensorFlow Serving JSON request")
+
+
+def output_handler(response, context):
+    if response.status_code != 200:
+        raise ValueError(f"TensorFlow Serving answered {response.status_code}: "
+                         f"{response.content.decode('utf-8', 'replace')}")
+    threshold = score_threshold(getattr(context, "custom_attributes", None))
+    names = _category_names()
+    predictions = json.loads(response.content)["predictions"]
+    objects = [detections(p, threshold, names) for p in predictions]
+    content_type = (context.request_content_type or "").split(";")[0].strip().lower()
+    body = objects[0] if content_type in IMAGE_CONTENT_TYPES else {"predictions": objects}
+    return json.dumps(body), "application/json"
