@@ -114,7 +114,7 @@ demo: summary
 
 # Two workers, each taking whole test files (tests/conftest.py).
 test: setup
-	$(PY) -m pytest -n 2 --dist loadgroup
+	$(PY) -m pytest -n 2 --dist loadfile
 
 test-infra: setup
 	$(PY) -m pytest tests/infra
