@@ -105,3 +105,39 @@ def test_the_grid_puts_pairs_side_by_side():
     assert sheet.size == (100 + 120 + 3 * 8, 2 * 60 + 3 * 8)
     assert sheet.getpixel((8 + 50, 8 + 25)) == (255, 0, 0)
     assert sheet.getpixel((2 * 8 + 100 + 60, 8 + 30)) == (0, 0, 255)
+
+
+def test_predict_results_are_a_coco_results_file_that_pycocotools_evaluates(tmp_path):
+    """The endpoint's answer -> masks pasted on the image -> COCO results: a detection whose box
+    is the ground truth's and whose mask fills it scores AP 0.9 or more (the pasted mask spills
+    about a pixel past the box, as Model Garden's paste does, so IoU 0.95 is not reached)."""
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    from maskrcnn_job import predict
+
+    from pycocotools import mask as mask_api
+
+    truth_mask = np.zeros((100, 80), np.uint8)
+    truth_mask[10:50, 20:60] = 1
+    rle = mask_api.encode(np.asfortranarray(truth_mask))
+    rle["counts"] = rle["counts"].decode()
+    annotations = {"images": [{"id": 7, "file_name": "7.jpg", "height": 100, "width": 80}],
+                   "categories": [{"id": 3, "name": "triangle"}],
+                   "annotations": [{"id": 1, "image_id": 7, "category_id": 3, "iscrowd": 0,
+                                    "segmentation": rle, "area": 1600.0,
+                                    "bbox": [20.0, 10.0, 40.0, 40.0]}]}
+    (tmp_path / "truth.json").write_text(json.dumps(annotations))
+    answer = serving_handler.detections(
+        dict(_prediction(), detection_masks=np.ones((3, 28, 28)).tolist()), 0.3, {})
+    instances = predict.pasted_instances(answer)
+    assert instances[0]["mask"].shape == (100, 80)
+    results = predict.coco_results(7, instances)
+    (tmp_path / "results.json").write_text(json.dumps(results))
+    truth = COCO(str(tmp_path / "truth.json"))
+    for iou_type in ("segm", "bbox"):
+        evaluation = COCOeval(truth, truth.loadRes(str(tmp_path / "results.json")), iou_type)
+        evaluation.evaluate()
+        evaluation.accumulate()
+        evaluation.summarize()
+        assert evaluation.stats[0] >= 0.89, iou_type  # 0.9: IoU 0.5..0.9 of 0.5..0.95
