@@ -112,9 +112,8 @@ summary: synth
 demo: summary
 	$(PY) -m maskrcnn_job.local_run
 
-# Two workers, each taking whole test files (tests/conftest.py).
 test: setup
-	$(PY) -m pytest -n 2 --dist loadfile
+	$(PY) -m pytest
 
 test-infra: setup
 	$(PY) -m pytest tests/infra
