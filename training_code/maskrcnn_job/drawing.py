@@ -64,7 +64,7 @@ def draw_instances(image: Image.Image, instances: Sequence[Dict], names: Dict[in
         draw.text((x + 2, top_of_label), label, fill=(0, 0, 0), font=font)
     if title:
         draw.text((4, canvas.height - 4 * scale - 14), title, fill=(255, 255, 255),
-                  font=_font(max(10, 4 * scale + 2)), stroke_width=2, stroke_fill=(0, 0, 0))
+                  font=font, stroke_width=2, stroke_fill=(0, 0, 0))
     return canvas.convert("RGB")
 
 
