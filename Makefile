@@ -112,8 +112,9 @@ summary: synth
 demo: summary
 	$(PY) -m maskrcnn_job.local_run
 
+# Three pytest processes side by side (scripts/run_tests.py says why); plain `pytest` runs the same.
 test: setup
-	$(PY) -m pytest
+	$(PY) scripts/run_tests.py
 
 test-infra: setup
 	$(PY) -m pytest tests/infra

@@ -1,8 +1,10 @@
 """One local AWS per session (moto on 127.0.0.1), seeded with what a deployment publishes."""
 
+import functools
 import os
 from pathlib import Path
 
+import boto3
 import pytest
 from maskrcnn_contract import job_io, ssm
 
@@ -131,6 +133,14 @@ def fake_aws():
     os.environ.clear()
     os.environ.update(saved)
     aws.stop()
+
+
+@functools.lru_cache(maxsize=None)
+def shared_boto_session():
+    """The boto3 session the launcher under test gets, one for the whole run: each new session
+    loads the services' models from JSON again. First called inside a test that uses fake_aws,
+    so that its clients read the endpoint and credentials that fixture puts in the environment."""
+    return boto3.session.Session()
 
 
 # What the staging job writes (the fake job writes the same): the dataset's completeness marker and

@@ -73,6 +73,8 @@ class FakeAws:
         self.invocations: List[dict] = []
         self.fail_endpoints: Dict[str, str] = {}  # endpoint name -> FailureReason
         self._lock = threading.Lock()
+        self._session = boto3.session.Session(region_name=region)
+        self._clients: Dict[str, object] = {}
         self._app = DomainDispatcherApplication(create_backend_app)
         self._server = make_server("127.0.0.1", 0, self._wsgi, threaded=True,
                                    request_handler=MotoRequestHandler)
@@ -88,9 +90,14 @@ class FakeAws:
         self._thread.join()
 
     def client(self, service: str):
-        return boto3.session.Session(region_name=self.region).client(
-            service, endpoint_url=self.endpoint, aws_access_key_id="testing",
-            aws_secret_access_key="testing")
+        """The tests' own client of `service` (one per service: a new session reloads the
+        service's model from JSON, a good part of a launcher test's time)."""
+        with self._lock:
+            if service not in self._clients:
+                self._clients[service] = self._session.client(
+                    service, endpoint_url=self.endpoint, aws_access_key_id="testing",
+                    aws_secret_access_key="testing")
+            return self._clients[service]
 
     def requests_since(self, start: int) -> List[dict]:
         with self._lock:

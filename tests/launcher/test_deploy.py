@@ -5,7 +5,6 @@ happens before anything is created."""
 import datetime
 import io
 
-import boto3
 import pytest
 from maskrcnn_contract import job_io
 
@@ -13,7 +12,7 @@ from maskrcnn_launcher import deploy, instances
 from maskrcnn_launcher.deploy import DeployError, DeployOptions, DeployRequestError
 
 from tests.launcher.conftest import (BUCKET, INFERENCE_IMAGES, JOB_PREFIX, completed_training_job,
-                                     model_key)
+                                     model_key, shared_boto_session)
 from tests.launcher.fake_aws import INVOCATION_ANSWER
 
 
@@ -26,7 +25,7 @@ def image_bytes(fmt: str = "JPEG") -> bytes:
 
 
 def session():
-    return boto3.session.Session()
+    return shared_boto_session()
 
 
 def serving_resources(fake_aws, name: str) -> dict:

@@ -9,7 +9,7 @@ import pytest
 from maskrcnn_contract import job_io
 from nbclient import NotebookClient
 
-from tests.launcher.conftest import (BUCKET, FSX_MOUNT_NAME, INFERENCE_IMAGES, JOB_PREFIX,
+from tests.launcher.conftest import (shared_boto_session, BUCKET, FSX_MOUNT_NAME, INFERENCE_IMAGES, JOB_PREFIX,
                                      NOTEBOOKS, completed_training_job, model_key)
 from tests.launcher.expectations import assert_training_request
 
@@ -187,10 +187,9 @@ def test_inference_notebook_warns_when_the_endpoint_is_kept(fake_aws):
     assert f"WARNING: {name} keeps running and billing" in output
     assert _endpoints(fake_aws, name) == [name]
     from maskrcnn_launcher import deploy, settings
-    import boto3
 
     deploy.delete(settings.load(fake_aws.client("ssm"), "/maskrcnn-test"), name,
-                  boto3.session.Session(), echo=lambda _: None)
+                  shared_boto_session(), echo=lambda _: None)
     assert _endpoints(fake_aws, name) == []
 
 

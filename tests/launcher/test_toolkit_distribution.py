@@ -9,11 +9,12 @@ import json
 import subprocess
 from pathlib import Path
 
-import boto3
 import pytest
 
 from maskrcnn_launcher import jobs, submit
 from maskrcnn_launcher.options import LaunchOptions
+
+from tests.launcher.conftest import shared_boto_session
 
 REPO = Path(__file__).resolve().parents[2]
 DLC_PYTHON = REPO / ".venv-dlc" / "bin" / "python"
@@ -66,7 +67,7 @@ def test_the_toolkit_starts_each_distribution_as_the_launcher_asks(deployment, t
     cases = {}
     for distribution in ("horovod", "multi_worker_mirrored", "parameter_server"):
         launch = jobs.training_job(deployment, LaunchOptions(distribution=distribution),
-                                   boto3.session.Session())
+                                   shared_boto_session())
         cases[distribution] = submit.send(launch, deployment, dry_run=True)["HyperParameters"]
     result = subprocess.run([str(DLC_PYTHON), "-c", TOOLKIT_RUN, str(tmp_path),
                              json.dumps(cases), json.dumps(HOSTS)],

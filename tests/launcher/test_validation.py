@@ -4,20 +4,19 @@ options that are refused before anything is built."""
 import copy
 import dataclasses
 
-import boto3
 import pytest
 
 from maskrcnn_contract import ssm
 from maskrcnn_launcher import data_prep, instances, jobs, settings, submit, validation
 from maskrcnn_launcher.options import LaunchOptions, LaunchRequestError
 
-from tests.launcher.conftest import BUCKET, FSX_MOUNT_NAME, JOB_PREFIX
+from tests.launcher.conftest import BUCKET, FSX_MOUNT_NAME, JOB_PREFIX, shared_boto_session
 from tests.launcher.expectations import assert_training_request, toolkit_hyperparameters
 
 
 def sent(deployment, **options):
     """The request as the SDK would send it (a dry run: validated, not sent)."""
-    launch = jobs.training_job(deployment, LaunchOptions(**options), boto3.session.Session())
+    launch = jobs.training_job(deployment, LaunchOptions(**options), shared_boto_session())
     return submit.send(launch, deployment, dry_run=True)
 
 
@@ -88,7 +87,7 @@ def test_every_problem_is_reported_at_once(deployment):
 
 
 def test_staging_request_passes_as_staging_and_not_as_training(fake_aws, deployment):
-    launch = jobs.staging_job(deployment, boto3.session.Session())
+    launch = jobs.staging_job(deployment, shared_boto_session())
     request = submit.send(launch, deployment, dry_run=True)
     assert request["RoleArn"] == deployment.staging_role_arn
     assert "is not the deployment's training role" in problems_of(request, deployment)
@@ -245,7 +244,7 @@ def test_each_distribution_sends_its_own_toolkit_hyperparameters_and_no_others(
         fake_aws, deployment, distribution):
     before = len(fake_aws.requests_since(0))
     launch = jobs.training_job(deployment, LaunchOptions(distribution=distribution),
-                               boto3.session.Session())
+                               shared_boto_session())
     request = submit.send(launch, deployment)
     sent_now = fake_aws.requests_since(before)
     assert sent_now == [request]
@@ -328,7 +327,7 @@ def test_a_distribution_that_cannot_work_is_refused_and_nothing_sent(fake_aws, d
                                                                       options, message):
     before = len(fake_aws.requests_since(0))
     with pytest.raises(LaunchRequestError) as refused:
-        launch = jobs.training_job(deployment, LaunchOptions(**options), boto3.session.Session())
+        launch = jobs.training_job(deployment, LaunchOptions(**options), shared_boto_session())
         submit.send(launch, deployment)  # not a dry run: the refusal is all that stops it
     assert message in str(refused.value)
     assert fake_aws.requests_since(before) == []

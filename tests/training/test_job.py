@@ -1,10 +1,12 @@
 """The training job end to end: real mpirun + Horovod ranks, Model Garden Mask R-CNN, COCO eval.
 
 One module-scoped run (2 emulated hosts x 1 rank under the real SageMaker training toolkit, tiny
-config, 20 steps) serves most assertions. Its checkpoints are then resumed by runs that fail on
-purpose after the resume (a rank on the worker host; a single rank after a truncated checkpoint):
-each such run checks both what it resumed from and the failure, without paying for an evaluation
-and an export. The one-host failure and bad-input runs are separate.
+config, 20 steps, then local_run's drawing of predictions as `make demo` ends) serves most
+assertions. Its checkpoints are then resumed by a run that fails on purpose after the resume (its
+latest checkpoint truncated first; a rank on the worker host failing): it checks both what it
+resumed from and the failure, without paying for an evaluation and an export. The one-host
+failure and bad-input runs are separate; the one-host failure is also `make demo`'s path (one
+/opt/ml tree, plain mpirun), whose evaluation, export and drawing are the module run's code.
 """
 
 import glob
@@ -125,11 +127,12 @@ def test_coco_metrics_are_printed_for_sagemaker(runs):
     assert "evaluated 8 images" in output
 
 
-def _serve_as_the_container_would(model_dir, image_bytes, content_type, custom_attributes=""):
+def _serve_as_the_container_would(model_dir, saved_model, image_bytes, content_type,
+                                  custom_attributes=""):
     """One InvokeEndpoint through the SageMaker TensorFlow Serving container's path: its import
     of code/inference.py, input_handler, TensorFlow Serving's REST predict (row format: base64
-    {"b64": ...} values decoded, the named signature, {"predictions": [one object per
-    instance]}), output_handler. Returns (body, content type)."""
+    {"b64": ...} values decoded, the named signature of `saved_model`, model_dir/1 loaded,
+    {"predictions": [one object per instance]}), output_handler. Returns (body, content type)."""
     import base64
     import importlib.util
     import io
@@ -144,7 +147,7 @@ def _serve_as_the_container_would(model_dir, image_bytes, content_type, custom_a
                                     accept_header="application/json",
                                     custom_attributes=custom_attributes)
     request = json.loads(handler.input_handler(io.BytesIO(image_bytes), context))
-    signature = tf.saved_model.load(str(model_dir / "1")).signatures[request["signature_name"]]
+    signature = saved_model.signatures[request["signature_name"]]
     inputs = [base64.b64decode(i["b64"]) for i in request["instances"]]
     outputs = signature(inputs=tf.constant(inputs))
     rows = [{name: value.numpy()[i].tolist() for name, value in outputs.items()}
@@ -155,14 +158,16 @@ def _serve_as_the_container_would(model_dir, image_bytes, content_type, custom_a
 
 
 def test_the_endpoint_answers_an_image_with_detections_as_the_container_would(runs):
+    import tensorflow as tf
     from PIL import Image
 
     model_dir = _opt_ml(runs["work"], "algo-1") / "model"
+    saved_model = tf.saved_model.load(str(model_dir / "1"))  # once: loading takes seconds
     image_file = sorted(glob.glob(str(runs["work"] / "coco-synthetic" / "val2017" / "*.jpg")))[0]
     with open(image_file, "rb") as f:
         encoded = f.read()
-    body, content_type = _serve_as_the_container_would(model_dir, encoded, "image/jpeg",
-                                                       "score_threshold=0")
+    body, content_type = _serve_as_the_container_would(model_dir, saved_model, encoded,
+                                                       "image/jpeg", "score_threshold=0")
     assert content_type == "application/json"
     answer = json.loads(body)
     width, height = Image.open(image_file).size
@@ -171,10 +176,7 @@ def test_the_endpoint_answers_an_image_with_detections_as_the_container_would(ru
     names = {c["id"]: c["name"] for c in categories}
     # As many as the SavedModel itself returns (20 steps of training may score none above the
     # detection generator's own 0.05 cut; tests/training/test_serving.py converts made-up ones).
-    import tensorflow as tf
-
-    raw = tf.saved_model.load(str(model_dir / "1")).signatures["serving_bytes"](
-        inputs=tf.constant([encoded]))
+    raw = saved_model.signatures["serving_bytes"](inputs=tf.constant([encoded]))
     assert len(answer["detections"]) == int(raw["num_detections"][0])
     for detection in answer["detections"]:
         x, y, w, h = detection["bbox"]
@@ -188,59 +190,67 @@ def test_the_endpoint_answers_an_image_with_detections_as_the_container_would(ru
     scores = [d["score"] for d in answer["detections"]]
     assert scores == sorted(scores, reverse=True)
     # The default threshold keeps only the confident ones.
-    body, _ = _serve_as_the_container_would(model_dir, encoded, "image/jpeg")
+    body, _ = _serve_as_the_container_would(model_dir, saved_model, encoded, "image/jpeg")
     assert all(d["score"] >= 0.3 for d in json.loads(body)["detections"])
     with pytest.raises(ValueError, match="unsupported content type 'text/csv'"):
-        _serve_as_the_container_would(model_dir, encoded, "text/csv")
+        _serve_as_the_container_would(model_dir, saved_model, encoded, "text/csv")
 
 
-def test_predict_draws_the_model_answers_and_writes_coco_results(runs, tmp_path):
+def test_the_run_ends_with_its_predictions_drawn_beside_the_ground_truth(runs):
+    """What `make demo` ends with: local_run draws the first validation images through the
+    SavedModel SageMaker would upload (the first host's)."""
     from PIL import Image
     from pycocotools.coco import COCO
 
     from maskrcnn_job import predict
 
-    coco_dir = runs["work"] / "coco-synthetic"
-    annotations = str(coco_dir / "annotations" / "instances_val2017.json")
-    images = sorted(glob.glob(str(coco_dir / "val2017" / "*.jpg")))[:3]
-    assert predict.main([str(_opt_ml(runs["work"], "algo-1") / "model"), *images,
-                         "--out", str(tmp_path), "--annotations", annotations, "--compare", "2",
-                         "--score-threshold", "0.05"]) == 0
+    output, work = runs["first"].stdout, runs["work"]
+    model = _opt_ml(work, "algo-1") / "model" / "1"
+    assert f"SavedModel: {model}" in output
+    comparison, = re.findall(r"^predictions drawn \(ground truth left, predicted right\): (\S+)$",
+                             output, re.M)
+    assert comparison == str(work / "predictions" / predict.COMPARISON_FILE)
+    grid = Image.open(comparison)
+    assert grid.height > 4 * 384 and grid.width > 2 * 384  # 4 rows (--draw 4), 2 columns
+    images = sorted(glob.glob(str(work / "coco-synthetic" / "val2017" / "*.jpg")))[:4]
     for image in images:
-        drawn = Image.open(tmp_path / (os.path.basename(image)[:-4] + ".png"))
-        assert drawn.width >= 384  # scaled up to be readable
-    comparison = Image.open(tmp_path / predict.COMPARISON_FILE)
-    assert comparison.height > 2 * 384 and comparison.width > 2 * 384  # 2 rows, 2 columns
-    results = json.loads((tmp_path / predict.RESULTS_FILE).read_text())
+        assert Image.open(work / "predictions" / (os.path.basename(image)[:-4] + ".png")).width >= 384
+    annotations = COCO(str(work / "coco-synthetic" / "annotations" / "instances_val2017.json"))
+    results = json.loads((work / "predictions" / predict.RESULTS_FILE).read_text())
     # Whatever the 20-step model found; pycocotools reading such a file: test_serving.py.
     assert isinstance(results, list)
-    assert {r["image_id"] for r in results} <= set(COCO(annotations).getImgIds())
+    assert {r["image_id"] for r in results} <= set(annotations.getImgIds())
     for result in results:
         assert set(result) == {"image_id", "category_id", "bbox", "score", "segmentation"}
 
 
-def test_one_host_path_of_make_demo_trains_evaluates_and_exports(tmp_path):
-    """`make demo`'s path (no root needed): one /opt/ml tree, plain mpirun, 2 ranks."""
-    run = _local_run(tmp_path, "--ranks", "2", "--hp", "max_steps=5", "--hp", "eval_max_images=2",
-                     timeout=600)
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    assert "emulated hosts" not in run.stdout
-    # No pretrained backbone here: the demo synchronizes batch norm instead of freezing it.
-    assert "batch_norm: sync" in run.stdout
-    assert re.search(r"^eval/segm_AP: [0-9.]+$", run.stdout, re.M)
-    model = tmp_path / "opt_ml" / "model" / "1"
-    assert f"SavedModel: {model}" in run.stdout and (model / "saved_model.pb").exists()
-    # It ends with a picture of its predictions beside the ground truth.
-    comparison, = re.findall(r"^predictions drawn \(ground truth left, predicted right\): (\S+)$",
-                             run.stdout, re.M)
-    assert comparison == str(tmp_path / "predictions" / "ground_truth_vs_predictions.png")
-    assert os.path.getsize(comparison) > 10_000
+def test_predict_reads_the_model_tar_gz_sagemaker_uploads(runs, tmp_path):
+    import tarfile
+
+    from maskrcnn_job import predict
+
+    model_dir = _opt_ml(runs["work"], "algo-1") / "model"
+    archive = tmp_path / "model.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:  # as SageMaker packs /opt/ml/model: 1/, code/
+        for name in os.listdir(model_dir):
+            tar.add(model_dir / name, arcname=name)
+    image = sorted(glob.glob(str(runs["work"] / "coco-synthetic" / "val2017" / "*.jpg")))[0]
+    out = tmp_path / "out"
+    assert predict.main([str(archive), image, "--out", str(out), "--score-threshold", "0.05"]) == 0
+    assert (out / (os.path.basename(image)[:-4] + ".png")).exists()
+    assert isinstance(json.loads((out / predict.RESULTS_FILE).read_text()), list)
+    with pytest.raises(SystemExit):  # a bad argument: argparse's error, exit status 2
+        predict.main([str(archive), image, "--out", str(out), "--compare", "1"])
 
 
 def test_failing_rank_fails_the_job_fast_with_its_cause(tmp_path):
     run = _local_run(tmp_path, "--hp", "max_steps=50", "--program", FAILING_TRAIN,
                      env={"INJECT_FAILURE": "1:3"}, timeout=600)
     assert run.returncode != 0
+    # `make demo`'s path: one /opt/ml tree, plain mpirun, no emulated hosts; no pretrained
+    # backbone, so batch norm is synchronized instead of frozen.
+    assert "emulated hosts" not in run.stdout and "running: mpirun " in run.stdout
+    assert "batch_norm: sync" in run.stdout
     failure = tmp_path / "opt_ml" / "output" / "failure"
     text = failure.read_text()
     assert "rank 1 on algo-1: RuntimeError: injected failure at step 3" in text
@@ -250,16 +260,21 @@ def test_failing_rank_fails_the_job_fast_with_its_cause(tmp_path):
     assert "train/step: 50" not in run.stdout
 
 
-def test_a_resumed_run_whose_rank_fails_on_the_worker_host(runs):
-    """Resume from the module run's ckpt-20, then rank 1 (on algo-2) fails at step 23. Under the
-    real toolkit the worker host's toolkit exits 0; the master's must carry the cause."""
+def test_a_resumed_run_skips_a_truncated_checkpoint_and_its_failing_rank_fails_the_job(runs):
+    """The module run's latest checkpoint (ckpt-20) is truncated, as by a job stopped while
+    writing it: the resume warns and starts from ckpt-10. Then rank 1 (on algo-2) fails at step
+    13. Under the real toolkit the worker host's toolkit exits 0; the master's must carry the
+    cause."""
     work = runs["work"]
+    checkpoints = _opt_ml(work, "algo-1") / "checkpoints"
+    _truncate(checkpoints / "ckpt-20.data-00000-of-00001")
     run = _local_run(work, "--hosts", "2", "--ranks", "2", "--hp", "max_steps=30", "--resume",
-                     "--program", FAILING_TRAIN, "--container-env", "INJECT_FAILURE=1:23",
+                     "--program", FAILING_TRAIN, "--container-env", "INJECT_FAILURE=1:13",
                      timeout=600)
     assert run.returncode != 0, run.stdout[-3000:]
-    assert re.search(r"resumed from /opt/ml/checkpoints/ckpt-20 at step 20", run.stdout)
-    cause = "rank 1 on algo-2: RuntimeError: injected failure at step 23"
+    assert re.search(r"checkpoint \S+/ckpt-20 does not restore", run.stdout), run.stdout[-4000:]
+    assert re.search(r"resumed from /opt/ml/checkpoints/ckpt-10 at step 10", run.stdout)
+    cause = "rank 1 on algo-2: RuntimeError: injected failure at step 13"
     worker_failure = _opt_ml(work, "algo-2") / "output" / "failure"
     assert cause in worker_failure.read_text()
     # What DescribeTrainingJob would say: the master's failure file, first 1024 characters.
@@ -268,9 +283,9 @@ def test_a_resumed_run_whose_rank_fails_on_the_worker_host(runs):
     assert "algo-1: exit status 1" in run.stdout
     # From the failing rank's report to the whole job's end: well under a minute.
     assert run.finished_at - worker_failure.stat().st_mtime < 60
-    assert "train/step: 30" not in run.stdout
-    # Nothing past the failure was saved: the next resume starts from ckpt-20 again.
-    assert "ckpt-30.index" not in _files(_opt_ml(work, "algo-1") / "checkpoints")
+    assert "train/step: 15" not in run.stdout
+    # Nothing past the failure was saved: the next resume starts from ckpt-10 again.
+    assert "ckpt-30.index" not in _files(checkpoints)
 
 
 def _single_rank_layout(tmp_path, hyperparameters, channels):
@@ -354,18 +369,6 @@ def _resume_layout(runs, tmp_path):
 def _truncate(path):
     with open(path, "r+b") as f:
         f.truncate(os.path.getsize(path) // 2)
-
-
-def test_a_truncated_latest_checkpoint_is_skipped_with_a_warning(runs, tmp_path):
-    opt_ml = _resume_layout(runs, tmp_path)
-    _truncate(opt_ml / "checkpoints" / "ckpt-20.data-00000-of-00001")
-    # The run stops on purpose at step 12 (no evaluation or export to wait for): what matters
-    # is where it resumed.
-    result = _train_single_rank(opt_ml, program=FAILING_TRAIN, env={"INJECT_FAILURE": "0:12"})
-    output = result.stdout + result.stderr
-    assert re.search(r"checkpoint \S+/ckpt-20 does not restore", output), output[-4000:]
-    assert re.search(r"resumed from \S+/ckpt-10 at step 10", output)
-    assert "injected failure at step 12" in (opt_ml / "output" / "failure").read_text()
 
 
 def test_no_complete_checkpoint_is_a_clear_error(runs, tmp_path):

@@ -8,7 +8,8 @@ The trainer talks to a backend and to nothing else about distribution. A backend
 - `step_runner(step_fn, dataset_fn)`: a function (count) -> the losses of `count` training steps,
   each running `step_fn(images, labels)` on every replica with batches from `dataset_fn`'s
   pipelines; `gradient_tape(tape)` averages gradients over the replicas of a step;
-- `checkpoint_directory(dir)`, `checkpoint_options`, `inference_model(model, build)`,
+- `checkpoint_directory(dir)`, `checkpoint_options`, `inference_model(model, build)` (a
+  function returning the model that evaluation and export run, holding the current values),
   `input_context()` (evaluation);
 - collectives: `broadcast_from_chief`, `average_variables`, `mean`, `gather_objects`,
   `check_replicas_equal`.
@@ -134,10 +135,10 @@ class HorovodBackend:
         """Rank 0 writes the checkpoints; every rank holds the same state."""
         return directory if self.is_chief else None
 
-    def inference_model(self, model, build: Callable) -> Tuple[Any, Callable[[], None]]:
+    def inference_model(self, model, build: Callable) -> Callable[[], Any]:
         """Evaluation and export use the training model itself."""
         del build
-        return model, lambda: None
+        return lambda: model
 
     def gradient_tape(self, tape: tf.GradientTape) -> tf.GradientTape:
         """The tape's gradient() returns gradients averaged over all ranks."""

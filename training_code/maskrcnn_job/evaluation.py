@@ -48,10 +48,9 @@ def _to_coco_results(outputs: Dict[str, np.ndarray], labels: Dict[str, np.ndarra
 class Evaluator:
     """Runs inference on this rank's share of the val set; COCOeval on rank 0."""
 
-    def __init__(self, task, model, data_config, backend, annotation_file: str,
-                 max_images: int = 0):
+    def __init__(self, task, data_config, backend, annotation_file: str, max_images: int = 0):
         self._task = task
-        self._model = model
+        self._model = None  # evaluate()'s; one model object per run (the traced step keeps it)
         self._data_config = data_config
         self._backend = backend
         self._annotation_file = annotation_file
@@ -86,8 +85,12 @@ class Evaluator:
             results += _to_coco_results(outputs, labels_np)
         return results, image_ids
 
-    def evaluate(self) -> Optional[Dict[str, float]]:
-        """Returns {'eval/bbox_AP': ..., ...} on rank 0, None on the others."""
+    def evaluate(self, model) -> Optional[Dict[str, float]]:
+        """Runs `model` (the same object at every call); returns {'eval/bbox_AP': ..., ...} on
+        rank 0, None on the others."""
+        if self._model is not None and model is not self._model:
+            raise ValueError("Evaluator.evaluate: its traced step runs the first model it got")
+        self._model = model
         results, image_ids = self._local_results()
         gathered = self._backend.gather_objects((results, image_ids))
         if not self._backend.is_chief:

@@ -20,6 +20,8 @@ from typing import List, Optional
 from official.core import config_definitions as cfg
 from official.core import export_base
 from official.vision.serving import detection
+# tf_keras's switch for per-layer traces (its own model.save(save_traces=False) sets it).
+from tf_keras.src.saving.legacy.saved_model import utils as keras_saved_model_utils
 
 SERVING_VERSION = "1"
 CODE_DIR = "code"
@@ -59,9 +61,13 @@ def export_saved_model(config: cfg.ExperimentConfig, checkpoint_path: str, model
     final_dir = os.path.join(model_dir, SERVING_VERSION)
     temp_dir = final_dir + ".incomplete"
     shutil.rmtree(temp_dir, ignore_errors=True)
-    export_base.export(
-        module, function_keys={"image_tensor": "serving_default", "image_bytes": "serving_bytes"},
-        export_savedmodel_dir=temp_dir, checkpoint_path=checkpoint_path, timestamped=False)
+    # Without tf_keras's per-layer traces: serving reads the signatures only, and tracing every
+    # layer's call for a Keras reload took half of the export (~30 of 57 s in the demo).
+    with keras_saved_model_utils.keras_option_scope(save_traces=False):
+        export_base.export(
+            module,
+            function_keys={"image_tensor": "serving_default", "image_bytes": "serving_bytes"},
+            export_savedmodel_dir=temp_dir, checkpoint_path=checkpoint_path, timestamped=False)
     # Only a complete export gets the name that serving loads.
     shutil.rmtree(final_dir, ignore_errors=True)
     os.replace(temp_dir, final_dir)

@@ -10,12 +10,12 @@ Two difficulties:
 - "hard" (the default, the demo's): 8 classes in look-alike groups (circle / ellipse / pentagon,
   square / rectangle, triangle / star / cross; a class is its geometry, at any rotation), drawn
   back to front so that instances overlap and occlude each other or are cut by the border (each
-  keeps at least half of its area visible); each annotation's mask is its *visible* part, as a
-  compressed RLE (iscrowd=0), its box and area that mask's; now and then a cluster of small
+  keeps at least 60% of its area visible); each annotation's mask is its *visible* part, as a
+  uncompressed RLE (iscrowd=0), its box and area that mask's; now and then a cluster of small
   touching shapes of one class is one iscrowd=1 annotation, as COCO marks crowds (Model Garden's
   parser skips crowds in training, COCOeval ignores detections on them); textured and noisy
-  backgrounds and shapes, varying contrast, radii from a few pixels to a quarter of the image,
-  2..7 instances per image. HARD holds the numbers.
+  backgrounds and shapes, varying contrast, radii from a few pixels to 30% of the image side,
+  2..6 instances per image. HARD holds the numbers.
 - "easy" (the earlier set, byte for byte): circles, squares and triangles that never overlap,
   flat on a noisy flat background, polygon segmentations, 1..4 per image.
 """
@@ -32,7 +32,7 @@ from PIL import Image, ImageDraw
 
 # Ids 1..N contiguous; the first three are the easy set's, unchanged.
 # Part of local_run's dataset stamp: a change to what generate() writes must bump it.
-VERSION = 2
+VERSION = 3
 CATEGORIES = [
     {"id": 1, "name": "circle", "supercategory": "shape"},
     {"id": 2, "name": "square", "supercategory": "shape"},
@@ -45,19 +45,19 @@ CATEGORIES = [
 ]
 EASY_CATEGORIES = CATEGORIES[:3]
 DIFFICULTIES = ("hard", "easy")
-DEFAULT_MAX_SHAPES = {"hard": 7, "easy": 4}
+DEFAULT_MAX_SHAPES = {"hard": 6, "easy": 4}
 
 
 @dataclasses.dataclass(frozen=True)
 class HardSettings:
     """The hard set's knobs; lengths are fractions of the image side unless named _px."""
     min_shapes: int = 2              # instances per image: min_shapes..max_shapes (if they fit)
-    tiny_fraction: float = 0.15      # share of shapes drawn with a tiny radius
+    tiny_fraction: float = 0.1       # share of shapes drawn with a tiny radius
     tiny_radius: Tuple[float, float] = (0.035, 0.06)   # uniform
-    radius: Tuple[float, float] = (0.06, 0.26)         # log-uniform, the other shapes
+    radius: Tuple[float, float] = (0.09, 0.3)          # log-uniform, the other shapes
     min_radius_px: float = 2.5
-    near_fraction: float = 0.5       # share of shapes placed against an earlier one (occlusion)
-    min_visible: float = 0.5         # every instance keeps >= this share of its area visible...
+    near_fraction: float = 0.4       # share of shapes placed against an earlier one (occlusion)
+    min_visible: float = 0.6         # every instance keeps >= this share of its area visible...
     min_visible_px: int = 12         # ... and at least this many pixels
     attempts: int = 15               # placements tried per shape before it is given up
     aspect: Tuple[float, float] = (0.4, 0.65)          # ellipse, rectangle: short / long side

@@ -69,23 +69,29 @@ def _visible_gpus() -> list:
     return gpus
 
 
-def _plain_copy(model, build: Callable) -> Tuple[Any, Callable[[], None]]:
-    """A model built outside the strategy and a function that copies `model`'s values into it.
-    Evaluation and export run on the copy: under MWMS reading a batch-norm statistic in
+def _plain_copy(model, build: Callable) -> Callable[[], Any]:
+    """A function that returns a model built outside the strategy, holding `model`'s current
+    values. Evaluation and export run on the copy: under MWMS reading a batch-norm statistic in
     cross-replica context is a collective (a hang when workers run unequal numbers of eval
-    batches), under PS every read of every batch would cross the network."""
-    copy = build()
-    pairs = list(zip(copy.variables, model.variables))
-    mismatched = [(a.name, b.name) for a, b in pairs if a.shape != b.shape]
-    if len(copy.variables) != len(model.variables) or mismatched:
-        raise RuntimeError(f"the inference copy does not match the model: {mismatched[:3]}")
+    batches), under PS every read of every batch would cross the network. Built on first use, so
+    that a run which ends before evaluating (a failure, a resume past its last step) never pays
+    for a second model."""
+    built = {}
 
-    def refresh() -> None:
+    def current():
+        if not built:
+            copy = build()
+            pairs = list(zip(copy.variables, model.variables))
+            mismatched = [(a.name, b.name) for a, b in pairs if a.shape != b.shape]
+            if len(copy.variables) != len(model.variables) or mismatched:
+                raise RuntimeError(f"the inference copy does not match the model: {mismatched[:3]}")
+            built.update(copy=copy, pairs=pairs)
         # The same order on every worker: under MWMS some reads are collectives.
-        for target, source in pairs:
+        for target, source in built["pairs"]:
             target.assign(source.read_value())
+        return built["copy"]
 
-    return copy, refresh
+    return current
 
 
 def _as_float64(value: tf.Tensor) -> tf.Tensor:

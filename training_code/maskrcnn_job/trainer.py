@@ -28,7 +28,7 @@ from official.vision.tasks import maskrcnn
 from maskrcnn_contract import metrics as metric_lines
 from maskrcnn_contract.hyperparameters import Hyperparameters
 
-from maskrcnn_job import evaluation, experiment, export
+from maskrcnn_job import evaluation, experiment, export, sagemaker_env
 
 log = logging.getLogger(__name__)
 
@@ -95,12 +95,12 @@ class Trainer:
             self.task.initialize(self.model)  # the broadcast in start() hands it to the others
         self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer)
         self._managers: Dict[str, tf.train.CheckpointManager] = {}
-        # Evaluation and export run on this model: the training model, or (under a strategy) a
-        # plain copy refreshed from it, so that inference runs outside the strategy.
-        self.inference_model, self._refresh_inference_model = backend.inference_model(
+        # Evaluation and export run on the model this returns: the training model, or (under a
+        # strategy) a plain copy refreshed from it, so that inference runs outside the strategy.
+        self._current_inference_model = backend.inference_model(
             self.model, lambda: experiment.build_model(self.task, backend.sync_batch_norm_layer))
         self.evaluator = evaluation.Evaluator(
-            self.task, self.inference_model, self.config.task.validation_data, backend,
+            self.task, self.config.task.validation_data, backend,
             dataset.val_annotations, hps.eval_max_images)
         self.summary_writer = (tf.summary.create_file_writer(
             os.path.join(paths.output_data_dir, "tensorboard")) if backend.is_chief else None)
@@ -128,7 +128,7 @@ class Trainer:
                 first_line = (str(error).strip().splitlines() or [""])[0][:300]
                 problems.append(f"{os.path.basename(path)}: {type(error).__name__}: {first_line}")
                 log.warning("checkpoint %s does not restore (%s); trying the one before it",
-                            path, problems[-1])
+                            path, sagemaker_env.quiet_for_the_failure_scan(problems[-1]))
                 continue
             log.info("resumed from %s at step %d", path, self.step)
             return
@@ -202,9 +202,9 @@ class Trainer:
 
     def _evaluate(self) -> Optional[Dict[str, float]]:
         self._synchronize_state()
-        self._refresh_inference_model()
+        model = self._current_inference_model()
         started = time.time()
-        values = self.evaluator.evaluate()
+        values = self.evaluator.evaluate(model)
         if values is not None:
             log.info("evaluation at step %d took %.0f s", self.step, time.time() - started)
             metric_lines.emit(values)
@@ -331,9 +331,9 @@ class Trainer:
         /opt/ml/model, and the job cannot know which: the toolkit's MPI master is the first host
         of the instance group, not necessarily algo-1. The weights are the same everywhere
         (checked above); each exporter writes them to a model-only checkpoint first."""
-        self._refresh_inference_model()
+        model = self._current_inference_model()
         with tempfile.TemporaryDirectory() as scratch:
-            weights = tf.train.Checkpoint(model=self.inference_model).write(
+            weights = tf.train.Checkpoint(model=model).write(
                 os.path.join(scratch, "final"))
             exported = export.export_saved_model(
                 self.config, weights, self.paths.model_dir,
