@@ -42,6 +42,38 @@ def test_config_follows_hyperparameters_and_dataset(channel):
     assert gpu.task.model.anchor.anchor_size == 8.0  # Model Garden's COCO default
 
 
+def test_batch_norm_modes_configure_model_garden(channel):
+    """per_rank is Model Garden's model unchanged: tf_keras's layers, each rank's statistics.
+    sync and frozen build with the backend's layer (their steps: test_batch_norm.py)."""
+    import tf_keras
+
+    dataset = experiment.Dataset.from_channel(channel)
+    stock = tf_keras.layers.BatchNormalization
+    seen = {}
+
+    class Task:  # records the layer Model Garden's modules would look up while building
+        def __init__(self, config):
+            self.task_config = config.task
+
+        def build_model(self):
+            seen[mode] = tf_keras.layers.BatchNormalization
+            return mode
+
+    class SyncLayer:
+        pass
+
+    for mode, sync, trainable in (("per_rank", False, True), ("sync", True, True),
+                                  ("frozen", True, False)):
+        config = experiment.build(_hps(batch_norm=mode), dataset, num_ranks=2, use_gpu=False)
+        assert config.task.model.norm_activation.use_sync_bn is sync
+        assert config.task.model.backbone.resnet.bn_trainable is trainable
+        assert experiment.build_model(Task(config), SyncLayer) == mode
+        assert tf_keras.layers.BatchNormalization is stock  # restored after the build
+    assert seen["per_rank"] is stock
+    assert seen["sync"] is not stock and seen["frozen"] is not stock
+    assert isinstance(seen["sync"](), SyncLayer)
+
+
 def test_every_model_preset_is_a_model_garden_override():
     assert set(experiment.PRESETS) == set(hyperparameters.MODEL_PRESETS)
 

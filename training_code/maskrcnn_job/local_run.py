@@ -89,7 +89,7 @@ def parse_args(argv=None):
                         help="synthetic image side in pixels, also the model input size (128)")
     parser.add_argument("--difficulty", choices=("hard", "easy"), default="hard",
                         help="the synthetic set: hard (occlusion, crowds, textures, tiny objects, "
-                             "8 look-alike classes) or easy (3 shapes that never overlap) (hard)")
+                             "6 look-alike classes) or easy (3 shapes that never overlap) (hard)")
     parser.add_argument("--hp", action="append", default=[], metavar="KEY=VALUE",
                         help="override a hyperparameter (repeatable); see training_code/README.md")
     parser.add_argument("--resume", action="store_true",

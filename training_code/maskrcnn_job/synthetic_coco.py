@@ -7,8 +7,8 @@ evaluation runs locally. Layout, as COCO's:
 Seeded: the same arguments give byte-identical files.
 
 Two difficulties:
-- "hard" (the default, the demo's): 8 classes in look-alike groups (circle / ellipse / pentagon,
-  square / rectangle, triangle / star / cross; a class is its geometry, at any rotation), drawn
+- "hard" (the default, the demo's): 6 classes in look-alike pairs (circle / ellipse, square /
+  rectangle, triangle / star; a class is its geometry, at any rotation), drawn
   back to front so that instances overlap and occlude each other or are cut by the border (each
   keeps at least 60% of its area visible); each annotation's mask is its *visible* part, as a
   uncompressed RLE (iscrowd=0), its box and area that mask's; now and then a cluster of small
@@ -32,16 +32,14 @@ from PIL import Image, ImageDraw
 
 # Ids 1..N contiguous; the first three are the easy set's, unchanged.
 # Part of local_run's dataset stamp: a change to what generate() writes must bump it.
-VERSION = 3
+VERSION = 4
 CATEGORIES = [
     {"id": 1, "name": "circle", "supercategory": "shape"},
     {"id": 2, "name": "square", "supercategory": "shape"},
     {"id": 3, "name": "triangle", "supercategory": "shape"},
     {"id": 4, "name": "ellipse", "supercategory": "shape"},
     {"id": 5, "name": "rectangle", "supercategory": "shape"},
-    {"id": 6, "name": "pentagon", "supercategory": "shape"},
-    {"id": 7, "name": "cross", "supercategory": "shape"},
-    {"id": 8, "name": "star", "supercategory": "shape"},
+    {"id": 6, "name": "star", "supercategory": "shape"},
 ]
 EASY_CATEGORIES = CATEGORIES[:3]
 DIFFICULTIES = ("hard", "easy")
@@ -62,7 +60,6 @@ class HardSettings:
     attempts: int = 15               # placements tried per shape before it is given up
     aspect: Tuple[float, float] = (0.4, 0.65)          # ellipse, rectangle: short / long side
     star_inner: float = 0.45         # inner / outer radius of the 5-pointed star
-    cross_arm: float = 0.36          # half-width of the cross's arms / its radius
     crowd_fraction: float = 0.2      # share of images with one crowd
     crowd_members: Tuple[int, int] = (4, 7)
     crowd_radius: Tuple[float, float] = (0.035, 0.055)
@@ -149,18 +146,13 @@ def _outline(category: int, cx: float, cy: float, r: float, angle: float,
         half = r / math.sqrt(2) if category == 2 else r / math.sqrt(1 + aspect * aspect)
         hy = half if category == 2 else half * aspect
         local = [(-half, -hy), (half, -hy), (half, hy), (-half, hy)]
-    elif category == 7:  # cross: a plus sign, arms of half-width a
-        a = r * settings.cross_arm
-        local = [(a, a), (r, a), (r, -a), (a, -a), (a, -r), (-a, -r), (-a, -a), (-r, -a),
-                 (-r, a), (-a, a), (-a, r), (a, r)]
-    elif category == 8:  # star: 5 points
+    elif category == 6:  # star: 5 points
         local = [((r if i % 2 == 0 else r * settings.star_inner) * math.cos(math.pi * i / 5),
                   (r if i % 2 == 0 else r * settings.star_inner) * math.sin(math.pi * i / 5))
                  for i in range(10)]
-    else:  # regular triangle, pentagon
-        corners = {3: 3, 6: 5}[category]
-        local = [(r * math.cos(2 * math.pi * i / corners), r * math.sin(2 * math.pi * i / corners))
-                 for i in range(corners)]
+    else:  # regular triangle
+        local = [(r * math.cos(2 * math.pi * i / 3), r * math.sin(2 * math.pi * i / 3))
+                 for i in range(3)]
     cos, sin = math.cos(angle), math.sin(angle)
     return [(cx + x * cos - y * sin, cy + x * sin + y * cos) for x, y in local]
 

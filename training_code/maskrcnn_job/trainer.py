@@ -15,7 +15,6 @@ import logging
 import os
 import re
 import shutil
-import tempfile
 import time
 from typing import Dict, List, Optional
 
@@ -330,13 +329,9 @@ class Trainer:
         """The SavedModel, from every host (its first rank). SageMaker uploads one host's
         /opt/ml/model, and the job cannot know which: the toolkit's MPI master is the first host
         of the instance group, not necessarily algo-1. The weights are the same everywhere
-        (checked above); each exporter writes them to a model-only checkpoint first."""
-        model = self._current_inference_model()
-        with tempfile.TemporaryDirectory() as scratch:
-            weights = tf.train.Checkpoint(model=model).write(
-                os.path.join(scratch, "final"))
-            exported = export.export_saved_model(
-                self.config, weights, self.paths.model_dir,
-                categories=export.read_categories(self.dataset.val_annotations))
+        (checked above)."""
+        exported = export.export_saved_model(
+            self.config, self._current_inference_model(), self.paths.model_dir,
+            categories=export.read_categories(self.dataset.val_annotations))
         # print, not log: only rank 0 logs at INFO.
         print(f"rank {self.backend.rank} exported SavedModel to {exported}", flush=True)
