@@ -9,8 +9,9 @@ import pytest
 from maskrcnn_contract import job_io
 from nbclient import NotebookClient
 
-from tests.launcher.conftest import (shared_boto_session, BUCKET, FSX_MOUNT_NAME, INFERENCE_IMAGES, JOB_PREFIX,
-                                     NOTEBOOKS, completed_training_job, model_key)
+from tests.launcher.conftest import (BUCKET, FSX_MOUNT_NAME, INFERENCE_IMAGES, JOB_PREFIX,
+                                     NOTEBOOKS, completed_training_job, model_key,
+                                     shared_boto_session)
 from tests.launcher.expectations import assert_training_request
 
 NOTEBOOK_NAMES = ["prepare-data.ipynb", "mask-rcnn-s3.ipynb", "mask-rcnn-efs.ipynb",

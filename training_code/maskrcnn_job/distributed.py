@@ -19,7 +19,7 @@ This module's `HorovodBackend` is one; tf_distribute.py holds TensorFlow's strat
 
 import contextlib
 import hashlib
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
