@@ -23,6 +23,8 @@ from official.vision.serving import detection
 # tf_keras's switch for per-layer traces (its own model.save(save_traces=False) sets it).
 from tf_keras.src.saving.legacy.saved_model import utils as keras_saved_model_utils
 
+from maskrcnn_job import serving_handler
+
 SERVING_VERSION = "1"
 CODE_DIR = "code"
 HANDLER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "serving_handler.py")
@@ -78,7 +80,7 @@ def export_saved_model(config: cfg.ExperimentConfig, model, model_dir: str,
     temp_dir = final_dir + ".incomplete"
     shutil.rmtree(temp_dir, ignore_errors=True)
     signatures = module.get_inference_signatures(
-        {"image_tensor": "serving_default", "image_bytes": "serving_bytes"})
+        {"image_tensor": "serving_default", "image_bytes": serving_handler.SIGNATURE})
     # Serving reads the signatures only. So the SavedModel's root holds the model's variables
     # and nothing else to trace at save time: saving the module itself (as Model Garden's
     # export_base.export does) traces its tf.functions again, inference twice more, and tf_keras's
