@@ -27,7 +27,7 @@ from maskrcnn_job import serving_handler
 
 SERVING_VERSION = "1"
 CODE_DIR = "code"
-HANDLER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "serving_handler.py")
+HANDLER = os.path.abspath(serving_handler.__file__)  # copied into code/ as inference.py
 
 
 def write_serving_code(model_dir: str, categories: List[dict]) -> str:
