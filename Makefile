@@ -13,7 +13,7 @@ VENV := .venv
 DLC_VENV := .venv-dlc
 # The training image's Python: the DLC stand-in as a lower layer (a .pth file, as an image layer
 # sits on its base) plus what the Dockerfile adds (Horovod, the contract). The emulated hosts run
-# the toolkit and the job with it (maskrcnn_job/emulated_hosts.py).
+# the toolkit and the job with it (maskrcnn_local/emulated_hosts.py).
 IMAGE_VENV := .venv-image
 # One Horovod build serves both environments: both have TensorFlow 2.18.0 from PyPI on this Python.
 HOROVOD_WHEEL_DIR := $(VENV)/horovod-wheel
@@ -110,7 +110,7 @@ summary: synth
 	$(PY) scripts/summarize_cloud_assembly.py cdk.out
 
 demo: summary
-	$(PY) -m maskrcnn_job.local_run
+	$(PY) -m maskrcnn_local.local_run
 
 # Three pytest processes side by side (scripts/run_tests.py says why); plain `pytest` runs the same.
 test: setup

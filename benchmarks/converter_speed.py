@@ -6,7 +6,7 @@ Generates a synthetic COCO split (seeded), then converts it twice, each as a fre
 wall-clock from start to exit (interpreter and imports included, as a staging job pays them):
 - Model Garden: `python -m official.vision.data.create_coco_tf_record --include_masks`
   with --num_processes WORKERS;
-- ours: `python -m maskrcnn_job.coco_to_tfrecord --workers WORKERS --splits train`, which also
+- ours: `python -m maskrcnn_job.data.coco_to_tfrecord --workers WORKERS --splits train`, which also
   validates every annotation and decodes every image once.
 Each runs --repeats times, alternating (so that a busy moment hits both), and the median counts.
 Prints both times, CPU seconds, and the speed ratio (Model Garden's time / ours). Figures only:
@@ -54,7 +54,7 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--work-dir", default=None, help="kept if given; a temporary one if not")
     args = parser.parse_args(argv)
-    from maskrcnn_job import synthetic_coco
+    from maskrcnn_local import synthetic_coco
 
     work = args.work_dir or tempfile.mkdtemp(prefix="converter-bench-")
     coco = os.path.join(work, "coco")
@@ -73,7 +73,7 @@ def main(argv=None) -> None:
             f"--output_file_prefix={outputs['model_garden']}/train", "--num_shards=4",
             "--include_masks=True", f"--num_processes={args.workers}"],
         "ours": [
-            sys.executable, "-m", "maskrcnn_job.coco_to_tfrecord", coco, outputs["ours"],
+            sys.executable, "-m", "maskrcnn_job.data.coco_to_tfrecord", coco, outputs["ours"],
             "--splits", "train", "--workers", str(args.workers)],
     }
     runs = {name: [] for name in commands}

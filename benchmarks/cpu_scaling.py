@@ -1,6 +1,6 @@
 """CPU figures of the training job, its three distributions side by side (`make bench`).
 
-Figures only, no assertions. Every run is `python -m maskrcnn_job.local_run`, on its synthetic
+Figures only, no assertions. Every run is `python -m maskrcnn_local.local_run`, on its synthetic
 dataset, with the demo's hyperparameters (ResNet-18-FPN, 128 px, compact heads, 2 images per
 worker) and batch_norm=per_rank for all three (parameter_server cannot synchronize batch norm, and
 so the only communication is the gradients'):
@@ -68,7 +68,7 @@ def _local_run(args, name: str, distribution: str, hosts: int, extra: list, env:
                timeout: int) -> str:
     """One local_run; its output, also kept in <work-dir>/logs/<name>.txt. `env` goes to the
     processes on one host or emulated ones."""
-    command = [sys.executable, "-m", "maskrcnn_job.local_run", "--work-dir", args.work_dir,
+    command = [sys.executable, "-m", "maskrcnn_local.local_run", "--work-dir", args.work_dir,
                "--distribution", distribution, "--hosts", str(hosts),
                "--timeout", str(timeout), "--draw", "0"]
     if args.smoke:

@@ -1,5 +1,5 @@
 """Timing program, run in place of train.py by benchmarks/cpu_scaling.py through
-`python -m maskrcnn_job.local_run --program benchmarks/step_timing.py` (not a test, not the job).
+`python -m maskrcnn_local.local_run --program benchmarks/step_timing.py` (not a test, not the job).
 
 It is the job's own entry point, `job.main` (logging, failure file, exit status), with `job.run`
 replaced: the processes that train build the trainer exactly as train.py does (same backend,
@@ -31,7 +31,8 @@ import time
 
 import numpy as np
 
-from maskrcnn_job import cluster_spec, job
+from maskrcnn_job import job
+from maskrcnn_job.distribution import cluster_spec
 
 _job_run = job.run
 
@@ -45,17 +46,18 @@ def _median_seconds(fn, repeats: int) -> float:
     return float(np.median(times))
 
 
-def _horovod_communication(trainer):
+def _horovod_communication(trainer, hps):
     import horovod.tensorflow as hvd  # the backend initialized it
     import tensorflow as tf
 
     gradients = [tf.zeros_like(v) for v in trainer.model.trainable_variables]
-    compression = hvd.Compression.fp16 if trainer.hps.fp16_allreduce else hvd.Compression.none
+    compression = hvd.Compression.fp16 if hps.fp16_allreduce else hvd.Compression.none
     return lambda: [g.numpy() for g in hvd.grouped_allreduce(
         gradients, op=hvd.Average, compression=compression)]
 
 
-def _mirrored_communication(trainer):
+def _mirrored_communication(trainer, hps):
+    del hps
     import tensorflow as tf
 
     strategy, variables = trainer.backend.strategy, trainer.model.trainable_variables
@@ -70,7 +72,8 @@ def _mirrored_communication(trainer):
     return lambda: [strategy.experimental_local_results(t)[0].numpy() for t in all_reduce()]
 
 
-def _parameter_server_communication(trainer):
+def _parameter_server_communication(trainer, hps):
+    del hps
     import tensorflow as tf
 
     strategy, variables = trainer.backend.strategy, trainer.model.trainable_variables
@@ -106,7 +109,7 @@ def _input_pipeline(trainer) -> dict:
                                         input_context=trainer.backend.input_context())
     pipeline = iter(dataset)
     batches = trainer.schedule.steps_per_epoch  # per rank: its share of one epoch
-    per_rank = trainer.hps.images_per_gpu
+    per_rank = trainer.schedule.global_batch // trainer.backend.size
     next(pipeline)  # start-up: threads, file listing
     started = time.perf_counter()
     for _ in range(batches - 1):
@@ -133,7 +136,7 @@ def _timed_run(env) -> None:
     workers = len(config["cluster"]["worker"]) if config else backend.size
     result = {"distribution": hps.distribution, "workers": workers, "hosts": len(env.hosts),
               "threads_per_rank": hps.threads_per_rank,
-              "images_per_step": hps.images_per_gpu * backend.size,
+              "images_per_step": trainer.schedule.global_batch,
               "fp16_allreduce": hps.fp16_allreduce, "batch_norm": hps.batch_norm,
               "parameters": int(sum(np.prod(v.shape) for v in trainer.model.trainable_variables))}
     if os.environ.get("BENCH_INPUT") == "1":
@@ -148,7 +151,7 @@ def _timed_run(env) -> None:
     concurrent = workers if hps.distribution == "parameter_server" else 1
     result["step_s"] = chunk_s * concurrent / chunk
 
-    communicate = COMMUNICATION[hps.distribution](trainer)
+    communicate = COMMUNICATION[hps.distribution](trainer, hps)
     communicate()  # trace, negotiate
     repeats = int(os.environ.get("BENCH_COMM_REPEATS", "10"))
     alone = _median_seconds(communicate, repeats)

@@ -1,7 +1,7 @@
 """SageMaker entry point of the COCO 2017 staging job (`sagemaker_program=stage_coco.py`).
 
 The toolkit runs programs from /opt/ml/code, where only the top-level files are; the work is in
-maskrcnn_job/stage_coco.py. On failure the cause goes to <OPT_ML_ROOT or /opt/ml>/output/failure
+maskrcnn_job/staging/stage_coco.py. On failure the cause goes to <OPT_ML_ROOT or /opt/ml>/output/failure
 and the exit code is non-zero, as in train.py: a failed staging job never looks successful.
 """
 
@@ -9,7 +9,8 @@ import os
 import sys
 import traceback
 
-from maskrcnn_job import sagemaker_env, stage_coco
+from maskrcnn_job import sagemaker_env
+from maskrcnn_job.staging import stage_coco
 
 
 def main() -> None:

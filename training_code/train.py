@@ -1,7 +1,7 @@
 """SageMaker training entrypoint (SAGEMAKER_PROGRAM=train.py), one process per rank.
 
 The toolkit's MPI runner starts this on every host with mpirun; locally, `python -m
-maskrcnn_job.local_run` does the same. The job itself is `maskrcnn_job.job`.
+maskrcnn_local.local_run` does the same. The job itself is `maskrcnn_job.job`.
 """
 
 from maskrcnn_job import job

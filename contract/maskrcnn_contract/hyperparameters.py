@@ -173,6 +173,13 @@ def check_pretrained_channel(hps: Hyperparameters, has_pretrained: bool) -> None
             "its statistics, over all ranks)")
 
 
+def batch_norm_without_pretrained(distribution: str) -> str:
+    """The batch-norm mode of a run with no pretrained backbone whose user chose none: `frozen`,
+    the default, keeps pretrained statistics, so there must be some. `sync` normalizes over the
+    global batch; parameter servers have no synchronous step to do that over, so `per_rank`."""
+    return "per_rank" if distribution == "parameter_server" else "sync"
+
+
 def check_distribution(hps: Hyperparameters) -> None:
     """What the distribution allows of the other hyperparameters (the job checks at start, the
     launcher before it sends)."""

@@ -569,7 +569,7 @@ def invoke(runtime_client, endpoint_name: str, body: bytes, content_type: Option
            score_threshold: Optional[float] = None) -> dict:
     """Sends one encoded image (or a TensorFlow Serving JSON request) to the endpoint
     (InvokeEndpoint) and returns its JSON answer: for an image {"detections": [...],
-    "image_size": [h, w]} (training_code/maskrcnn_job/serving_handler.py)."""
+    "image_size": [h, w]} (training_code/maskrcnn_job/serving/endpoint_handler.py)."""
     content_type = content_type or content_type_of(body)
     if content_type not in CONTENT_TYPES:
         raise DeployRequestError(f"content type {content_type!r}: the endpoint takes "

@@ -1,6 +1,6 @@
 """An endpoint's answer drawn on its image, and latency percentiles: for inference.ipynb.
 
-The answer is the serving handler's JSON (training_code/maskrcnn_job/serving_handler.py):
+The answer is the serving handler's JSON (training_code/maskrcnn_job/serving/endpoint_handler.py):
 {"image_size": [h, w], "detections": [{"bbox": [x, y, w, h], "category_id": int,
 "category_name": str (optional), "score": float, "mask": 28 x 28 probabilities over the box
 (optional)}]}. Only Pillow is needed (the notebook instance has it); it is imported when drawing.
@@ -10,15 +10,10 @@ import io
 import math
 from typing import Dict, List, Optional, Sequence
 
+from maskrcnn_contract.palette import colour
+
 MASK_THRESHOLD = 0.5
 MASK_OPACITY = 0.45
-# Okabe-Ito: distinct for colour-blind readers too, by category id.
-PALETTE = [(230, 159, 0), (86, 180, 233), (0, 158, 115), (240, 228, 66), (0, 114, 178),
-           (213, 94, 0), (204, 121, 167), (255, 255, 255)]
-
-
-def colour(category_id: int):
-    return PALETTE[(int(category_id) - 1) % len(PALETTE)]
 
 
 def label(detection: Dict, names: Optional[Dict[int, str]] = None) -> str:

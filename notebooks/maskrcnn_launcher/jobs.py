@@ -230,7 +230,7 @@ def training_job(deployment: Deployment, options: LaunchOptions, boto_session,
 
 def staging_job(deployment: Deployment, boto_session, instance_type: str = "ml.m5.4xlarge",
                 volume_size_gb: int = 200, max_run_hours: float = 12.0) -> Launch:
-    """The COCO 2017 staging job (training_code/maskrcnn_job/stage_coco.py) in the training
+    """The COCO 2017 staging job (training_code/maskrcnn_job/staging/stage_coco.py) in the training
     image, as the staging role: fetches the ImageNet backbone checkpoint into the pretrained
     prefix, downloads and converts COCO into the data prefix (each skipped when staged). No
     channels; it needs internet access (the NAT gateway)."""

@@ -26,7 +26,9 @@ import tf_keras
 from tf_keras.src.layers.normalization.batch_normalization import BatchNormalizationBase
 
 from maskrcnn_contract import hyperparameters
-from maskrcnn_job import distributed, experiment, trainer
+from maskrcnn_job.distribution import horovod_backend
+from maskrcnn_job.data import layout
+from maskrcnn_job.training import trainer
 
 STEPS = 3
 PARTS = ("backbone", "decoder", "rpn_head", "detection_head", "mask_head")
@@ -113,8 +115,8 @@ def build_trainer(backend, batch_norm, work_dir, init_checkpoint=None) -> traine
                           model_dir=os.path.join(directory, "model"),
                           output_data_dir=os.path.join(directory, "output"),
                           init_checkpoint=init_checkpoint)
-    dataset = experiment.Dataset.from_channel(os.environ["BN_TEST_CHANNEL"])
-    job = trainer.Trainer(hps, dataset, backend, paths)
+    channel = layout.Channel(os.environ["BN_TEST_CHANNEL"])
+    job = trainer.Trainer(hps, channel, channel.read_info(), backend, paths)
     job.start()
     return job
 
@@ -195,7 +197,7 @@ def frozen_backbone_unchanged(job, values) -> bool:
 
 def main():
     tf.config.threading.set_intra_op_parallelism_threads(1)  # one core per rank, as local_run
-    backend = distributed.HorovodBackend()
+    backend = horovod_backend.HorovodBackend()
     work_dir = os.environ["BN_TEST_OUT"]
     results = {"ranks": backend.size, "layer": {
         "sync": layer_steps(backend, backend.sync_batch_norm_layer(momentum=0.9)),

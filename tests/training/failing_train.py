@@ -1,13 +1,14 @@
 """Test-only entry point: train.py with one rank failing at one step.
 
-Run by `python -m maskrcnn_job.local_run --program tests/training/failing_train.py` with
+Run by `python -m maskrcnn_local.local_run --program tests/training/failing_train.py` with
 INJECT_FAILURE=RANK:STEP; that rank (worker index under multi_worker_mirrored) raises when it
 would run step STEP, as a real fault would, and the job's own failure handling takes over.
 """
 
 import os
 
-from maskrcnn_job import job, trainer
+from maskrcnn_job import job
+from maskrcnn_job.training import trainer
 
 RANK, STEP = (int(v) for v in os.environ["INJECT_FAILURE"].split(":"))
 _train_steps = trainer.Trainer.train_steps

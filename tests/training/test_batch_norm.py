@@ -14,7 +14,8 @@ import subprocess
 
 import pytest
 
-from maskrcnn_job import coco_to_tfrecord, local_run
+from maskrcnn_job.data import coco_to_tfrecord
+from maskrcnn_local import local_run
 
 from .test_job import _single_rank_layout, _train_single_rank
 

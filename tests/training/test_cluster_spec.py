@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from maskrcnn_job import cluster_spec
+from maskrcnn_job.distribution import cluster_spec
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

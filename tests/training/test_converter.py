@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from pycocotools import mask as mask_api
 
-from maskrcnn_job import coco_to_tfrecord, synthetic_coco
-from maskrcnn_job.coco_to_tfrecord import ConversionError
+from maskrcnn_job.data import coco_to_tfrecord, layout
+from maskrcnn_job.data.coco_to_tfrecord import ConversionError
+from maskrcnn_local import synthetic_coco
 
 
 def _decode_all(pattern):
@@ -66,10 +67,28 @@ def test_round_trip_through_model_garden_decoder(small_coco, tmp_path):
         np.testing.assert_array_equal(example["groundtruth_is_crowd"],
                                       [bool(a["iscrowd"]) for a in anns])
         assert example["groundtruth_instance_masks"].sum() > 0
-    info = json.load(open(os.path.join(out, "dataset_info.json")))
-    assert info["num_classes"] == len(synthetic_coco.CATEGORIES) + 1
-    assert info["splits"]["val"]["num_images"] == len(_load(small_coco, "val")["images"])
-    assert os.path.isfile(os.path.join(out, "annotations", "instances_val2017.json"))
+    # What the job reads (data/layout.py): the info it wrote, the val annotations for COCOeval.
+    info = layout.Channel(out).read_info()
+    assert info.num_classes == len(synthetic_coco.CATEGORIES) + 1
+    assert info.splits["val"].num_images == len(_load(small_coco, "val")["images"])
+    assert _load(small_coco, "val") == json.load(open(layout.Channel(out).annotations("val")))
+
+
+def test_the_records_hold_every_key_model_gardens_decoder_reads(small_coco, tmp_path):
+    """Writer and reader of the records agree on their keys: data/layout.py's DECODED_KEYS are
+    exactly what Model Garden's decoder parses, and every record the converter writes has them
+    (its decoder falls back to defaults for some absent keys, so the round trip alone would not
+    notice one missing)."""
+    import tensorflow as tf
+    from official.vision.dataloaders import tf_example_decoder
+
+    decoded = set(tf_example_decoder.TfExampleDecoder(include_mask=True)._keys_to_features)
+    assert decoded == layout.DECODED_KEYS
+    out = str(tmp_path / "channel")
+    coco_to_tfrecord.convert_coco_dir(small_coco, out, progress=False)
+    for record in tf.data.TFRecordDataset(glob.glob(layout.Channel(out).shards("train"))):
+        keys = set(tf.train.Example.FromString(record.numpy()).features.feature)
+        assert layout.DECODED_KEYS <= keys, layout.DECODED_KEYS - keys
 
 
 def test_conversion_is_deterministic_and_sharded_by_size(small_coco, tmp_path):
@@ -245,7 +264,7 @@ def test_records_equal_model_gardens_for_the_same_image(small_coco):
 def test_tf_records_encode_edge_values_and_frame_records_as_tensorflow_does(tmp_path):
     import tensorflow as tf
 
-    from maskrcnn_job import tf_records
+    from maskrcnn_job.data import tf_records
 
     record = tf_records.example({
         "negative": tf_records.int64_feature([-1, 0, 2**62]),

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from maskrcnn_job import emulated_hosts
+from maskrcnn_local import emulated_hosts
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 IMAGE_PYTHON = os.path.join(REPO, ".venv-image", "bin", "python")

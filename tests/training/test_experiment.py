@@ -6,7 +6,10 @@ import pytest
 
 from maskrcnn_contract import hyperparameters
 
-from maskrcnn_job import coco_to_tfrecord, experiment, synthetic_coco
+from maskrcnn_job.data import coco_to_tfrecord, layout
+from maskrcnn_job.training import experiment
+from maskrcnn_job.training.schedule import Schedule
+from maskrcnn_local import synthetic_coco
 
 
 @pytest.fixture(scope="module")
@@ -23,9 +26,16 @@ def _hps(**overrides):
     return hyperparameters.parse(dict(base, **overrides))
 
 
+def _build(hps, channel_dir, num_replicas, use_gpu):
+    """The experiment as the trainer builds it: the channel's info, the schedule once."""
+    channel = layout.Channel(channel_dir)
+    info = channel.read_info()
+    schedule = Schedule.build(hps, info.splits["train"].num_images, num_replicas)
+    return experiment.build(hps, channel, info, schedule, use_gpu=use_gpu)
+
+
 def test_config_follows_hyperparameters_and_dataset(channel):
-    dataset = experiment.Dataset.from_channel(channel)
-    config = experiment.build(_hps(images_per_gpu="3"), dataset, num_ranks=4, use_gpu=False)
+    config = _build(_hps(images_per_gpu="3"), channel, num_replicas=4, use_gpu=False)
     task = config.task
     assert task.model.backbone.resnet.model_id == 18
     assert task.model.input_size == [64, 64, 3]
@@ -33,10 +43,11 @@ def test_config_follows_hyperparameters_and_dataset(channel):
     assert task.model.anchor.anchor_size == 4.0  # compact preset
     assert task.train_data.global_batch_size == 12
     assert task.init_checkpoint is None
-    assert task.annotation_file.endswith("annotations/instances_val2017.json")
+    assert task.annotation_file == layout.Channel(channel).annotations("val")
+    assert task.train_data.input_path == os.path.join(channel, "tfrecords", "train-*.tfrecord")
     # Mixed precision only where there is a GPU.
     assert config.runtime.mixed_precision_dtype == "float32"
-    gpu = experiment.build(_hps(backbone="resnet50", model_preset="standard"), dataset, 8, True)
+    gpu = _build(_hps(backbone="resnet50", model_preset="standard"), channel, 8, True)
     assert gpu.runtime.mixed_precision_dtype == "float16"
     assert gpu.task.train_data.dtype == "float16"
     assert gpu.task.model.anchor.anchor_size == 8.0  # Model Garden's COCO default
@@ -47,7 +58,6 @@ def test_batch_norm_modes_configure_model_garden(channel):
     sync and frozen build with the backend's layer (their steps: test_batch_norm.py)."""
     import tf_keras
 
-    dataset = experiment.Dataset.from_channel(channel)
     stock = tf_keras.layers.BatchNormalization
     seen = {}
 
@@ -64,7 +74,7 @@ def test_batch_norm_modes_configure_model_garden(channel):
 
     for mode, sync, trainable in (("per_rank", False, True), ("sync", True, True),
                                   ("frozen", True, False)):
-        config = experiment.build(_hps(batch_norm=mode), dataset, num_ranks=2, use_gpu=False)
+        config = _build(_hps(batch_norm=mode), channel, num_replicas=2, use_gpu=False)
         assert config.task.model.norm_activation.use_sync_bn is sync
         assert config.task.model.backbone.resnet.bn_trainable is trainable
         assert experiment.build_model(Task(config), SyncLayer) == mode
@@ -82,7 +92,7 @@ def test_learning_rate_schedule_scales_warms_up_and_decays():
     from official.modeling import optimization
 
     hps = _hps(base_learning_rate="0.01", warmup_steps="10", epochs="4", lr_decay_epochs="2,3")
-    schedule = experiment.Schedule.build(hps, num_train_images=200, num_ranks=4)
+    schedule = Schedule.build(hps, num_train_images=200, num_replicas=4)
     assert schedule.steps_per_epoch == 25  # 200 images / (2 images x 4 ranks)
     assert schedule.total_steps == 100
     assert schedule.decay_boundaries == [50, 75]
@@ -96,13 +106,13 @@ def test_learning_rate_schedule_scales_warms_up_and_decays():
     assert values[10] == values[50] == pytest.approx(0.04)
     assert values[51] == values[75] == pytest.approx(0.004)
     assert values[76] == values[99] == pytest.approx(0.0004)
-    max_steps = experiment.Schedule.build(_hps(max_steps="7"), 200, 4)
+    max_steps = Schedule.build(_hps(max_steps="7"), 200, 4)
     assert max_steps.total_steps == 7 and max_steps.decay_boundaries == []
 
 
 def test_missing_dataset_info_names_the_expected_layout(tmp_path):
     with pytest.raises(FileNotFoundError, match="dataset_info.json is missing"):
-        experiment.Dataset.from_channel(str(tmp_path))
+        layout.Channel(str(tmp_path)).read_info()
 
 
 @pytest.mark.parametrize("split", ["train", "val"])
@@ -111,10 +121,9 @@ def test_ranks_read_disjoint_and_complete_shares(channel, split):
     import tensorflow as tf
     from official.vision.tasks import maskrcnn
 
-    dataset = experiment.Dataset.from_channel(channel)
     num_files = len([f for f in os.listdir(os.path.join(channel, "tfrecords"))
                      if f.startswith(split + "-")])
-    config = experiment.build(_hps(), dataset, num_ranks=2, use_gpu=False)
+    config = _build(_hps(), channel, num_replicas=2, use_gpu=False)
     task = maskrcnn.MaskRCNNTask(config.task)
     data = config.task.validation_data
     # The val config does not shuffle or repeat: one pass shows exactly which images a rank reads.
@@ -127,7 +136,7 @@ def test_ranks_read_disjoint_and_complete_shares(channel, split):
         ids = [int(i) for _, labels in task.build_inputs(data, input_context=context)
                for i in labels["groundtruths"]["source_id"].numpy()]
         seen.append(ids)
-    expected = getattr(dataset, f"num_{split}_images")
+    expected = layout.Channel(channel).read_info().splits[split].num_images
     assert num_files > (2 if split == "train" else 0)
     assert seen[0] and seen[1]
     assert not set(seen[0]) & set(seen[1])
@@ -159,7 +168,7 @@ def _recipe_table():
 @pytest.mark.parametrize("gpus", [8, 16, 32])
 def test_defaults_reproduce_detectrons_1x_schedule_as_the_readme_says(gpus):
     hps = hyperparameters.parse({})
-    schedule = experiment.Schedule.build(hps, COCO_TRAIN_IMAGES, gpus)
+    schedule = Schedule.build(hps, COCO_TRAIN_IMAGES, gpus)
     batch = hps.images_per_gpu * gpus
     reference = DETECTRON_1X
     per_image = reference["learning_rate"] / reference["batch"]

@@ -32,7 +32,7 @@ TINY = ["--train-images", "16", "--val-images", "8", "--image-size", "64",
 
 
 def _local_run(work_dir, *args, env=None, timeout=900):
-    command = [sys.executable, "-m", "maskrcnn_job.local_run", "--work-dir", str(work_dir),
+    command = [sys.executable, "-m", "maskrcnn_local.local_run", "--work-dir", str(work_dir),
                *TINY, *args,
                "--timeout", str(timeout - 30)]
     started = time.time()
@@ -205,7 +205,7 @@ def test_the_run_ends_with_its_predictions_drawn_beside_the_ground_truth(runs):
     from PIL import Image
     from pycocotools.coco import COCO
 
-    from maskrcnn_job import predict
+    from maskrcnn_local import predict
 
     output, work = runs["first"].stdout, runs["work"]
     model = _opt_ml(work, "algo-1") / "model" / "1"
@@ -230,7 +230,7 @@ def test_the_run_ends_with_its_predictions_drawn_beside_the_ground_truth(runs):
 def test_predict_reads_the_model_tar_gz_sagemaker_uploads(runs, tmp_path):
     import tarfile
 
-    from maskrcnn_job import predict
+    from maskrcnn_local import predict
 
     model_dir = _opt_ml(runs["work"], "algo-1") / "model"
     archive = tmp_path / "model.tar.gz"

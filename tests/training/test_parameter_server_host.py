@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from maskrcnn_job import cluster_spec, parameter_server_host, sagemaker_env
+from maskrcnn_job import sagemaker_env
+from maskrcnn_job.distribution import cluster_spec, parameter_server_host
 
 # A stand-in task: reads its task from TF_CONFIG and its fate from FAKE_TASKS
 # ({"chief:0": "exit 3", "ps:0": "sleep"}); the default is to serve (sleep) until stopped.

@@ -6,7 +6,8 @@ import numpy as np
 
 from maskrcnn_contract import hyperparameters
 
-from maskrcnn_job import trainer
+from maskrcnn_job.training import trainer
+from maskrcnn_job.training.schedule import Schedule
 
 
 class _OneRank:
@@ -19,9 +20,9 @@ class _OneRank:
 
 def _trainer_at(step, total):
     t = trainer.Trainer.__new__(trainer.Trainer)  # the loop's state only, no model
-    t.hps = hyperparameters.parse({"images_per_gpu": "2"})
     t.backend = _OneRank()
-    t.schedule = types.SimpleNamespace(total_steps=total, steps_per_epoch=10)
+    t.schedule = Schedule.build(hyperparameters.parse({"images_per_gpu": "2", "max_steps": total}),
+                                num_train_images=40, num_replicas=2)
     t.learning_rate = lambda s: 0.01
     t.summary_writer = None
     t.optimizer = types.SimpleNamespace(iterations=types.SimpleNamespace(numpy=lambda: step))

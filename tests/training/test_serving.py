@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from maskrcnn_job import drawing, serving_handler
+from maskrcnn_job.serving import endpoint_handler
+from maskrcnn_local import drawing
 
 
 def _context(content_type="image/jpeg", attributes=""):
@@ -31,26 +32,26 @@ def _prediction(scores=(0.9, 0.2), count=2):
 
 
 def test_an_image_request_becomes_a_base64_serving_bytes_request():
-    request = json.loads(serving_handler.input_handler(io.BytesIO(b"\xff\xd8jpeg"), _context()))
+    request = json.loads(endpoint_handler.input_handler(io.BytesIO(b"\xff\xd8jpeg"), _context()))
     assert request == {"signature_name": "serving_bytes", "instances": [{"b64": "/9hqcGVn"}]}
     passthrough = '{"instances": [[1]]}'
-    assert serving_handler.input_handler(io.BytesIO(passthrough.encode()),
+    assert endpoint_handler.input_handler(io.BytesIO(passthrough.encode()),
                                          _context("application/json")) == passthrough
 
 
 @pytest.mark.parametrize("content_type", ["text/csv", None])
 def test_other_content_types_are_refused_by_name(content_type):
     with pytest.raises(ValueError, match=f"unsupported content type {content_type or 'none'!r}"):
-        serving_handler.input_handler(io.BytesIO(b"1,2"), _context(content_type))
+        endpoint_handler.input_handler(io.BytesIO(b"1,2"), _context(content_type))
 
 
 def test_an_empty_image_request_is_refused():
     with pytest.raises(ValueError, match="request body is empty"):
-        serving_handler.input_handler(io.BytesIO(b""), _context("image/png"))
+        endpoint_handler.input_handler(io.BytesIO(b""), _context("image/png"))
 
 
 def test_detections_are_coco_boxes_above_the_threshold_with_names():
-    answer = serving_handler.detections(_prediction(), 0.3, {3: "triangle"})
+    answer = endpoint_handler.detections(_prediction(), 0.3, {3: "triangle"})
     assert answer["image_size"] == [100, 80]
     detection, = answer["detections"]  # 0.2 < 0.3; the third is past num_detections
     assert detection["bbox"] == [20.0, 10.0, 40.0, 40.0]  # [x, y, w, h] from [ymin, xmin, ...]
@@ -62,26 +63,26 @@ def test_detections_are_coco_boxes_above_the_threshold_with_names():
 @pytest.mark.parametrize("attributes, threshold", [("", 0.3), ("score_threshold=0.1", 0.1),
                                                    ("a=b, score_threshold=0", 0.0)])
 def test_the_threshold_comes_from_the_custom_attributes(attributes, threshold):
-    assert serving_handler.score_threshold(attributes) == threshold
+    assert endpoint_handler.score_threshold(attributes) == threshold
 
 
 @pytest.mark.parametrize("attributes, message", [("score_threshold=high", "'high' is not a number"),
                                                  ("score_threshold=2", "outside")])
 def test_a_bad_threshold_is_refused_by_value(attributes, message):
     with pytest.raises(ValueError, match=message):
-        serving_handler.score_threshold(attributes)
+        endpoint_handler.score_threshold(attributes)
 
 
 def test_the_output_handler_answers_one_object_for_an_image_and_a_list_for_json():
     response = types.SimpleNamespace(status_code=200, content=json.dumps(
         {"predictions": [_prediction(), _prediction(scores=(0.5, 0.4))]}).encode())
-    body, content_type = serving_handler.output_handler(response, _context())
+    body, content_type = endpoint_handler.output_handler(response, _context())
     assert content_type == "application/json" and len(json.loads(body)["detections"]) == 1
-    body, _ = serving_handler.output_handler(response, _context("application/json"))
+    body, _ = endpoint_handler.output_handler(response, _context("application/json"))
     assert [len(p["detections"]) for p in json.loads(body)["predictions"]] == [1, 2]
     failed = types.SimpleNamespace(status_code=400, content=b"bad input")
     with pytest.raises(ValueError, match="answered 400: bad input"):
-        serving_handler.output_handler(failed, _context())
+        endpoint_handler.output_handler(failed, _context())
 
 
 def test_masks_are_blended_in_the_category_colour_and_the_rest_is_unchanged():
@@ -114,7 +115,7 @@ def test_predict_results_are_a_coco_results_file_that_pycocotools_evaluates(tmp_
     from pycocotools.coco import COCO
     from pycocotools.cocoeval import COCOeval
 
-    from maskrcnn_job import predict
+    from maskrcnn_local import predict
 
     from pycocotools import mask as mask_api
 
@@ -128,7 +129,7 @@ def test_predict_results_are_a_coco_results_file_that_pycocotools_evaluates(tmp_
                                     "segmentation": rle, "area": 1600.0,
                                     "bbox": [20.0, 10.0, 40.0, 40.0]}]}
     (tmp_path / "truth.json").write_text(json.dumps(annotations))
-    answer = serving_handler.detections(
+    answer = endpoint_handler.detections(
         dict(_prediction(), detection_masks=np.ones((3, 28, 28)).tolist()), 0.3, {})
     instances = predict.pasted_instances(answer)
     assert instances[0]["mask"].shape == (100, 80)

@@ -8,9 +8,9 @@ import os
 import pytest
 from maskrcnn_contract import job_io
 
-from maskrcnn_job import stage_backbone, stage_coco
-from maskrcnn_job.downloads import StagingError, google_storage_hashes
-from maskrcnn_job.stage_backbone import PublishedCheckpoint
+from maskrcnn_job.staging import stage_backbone, stage_coco
+from maskrcnn_job.staging.downloads import StagingError, google_storage_hashes
+from maskrcnn_job.staging.stage_backbone import PublishedCheckpoint
 
 from tests.training import fake_http
 
@@ -27,7 +27,7 @@ def resnet18_checkpoint(tmp_path_factory):
     from official.core import exp_factory
     from official.vision.modeling.backbones import factory
 
-    from maskrcnn_job import experiment
+    from maskrcnn_job.training import experiment
 
     model_config = exp_factory.get_exp_config(experiment.EXPERIMENT).task.model
     model_config.backbone.resnet.model_id = 18
@@ -63,7 +63,7 @@ def _keys(client):
 def test_resnet50_is_the_checkpoint_model_gardens_coco_mask_rcnn_names():
     from official.core import exp_factory
 
-    from maskrcnn_job import experiment
+    from maskrcnn_job.training import experiment
 
     named = exp_factory.get_exp_config(experiment.EXPERIMENT).task.init_checkpoint
     assert named == "gs://cloud-tpu-checkpoints/vision-2.0/resnet50_imagenet/ckpt-28080"

@@ -7,8 +7,8 @@ import zipfile
 import pytest
 from maskrcnn_contract.job_io import DATASET_COMPLETE_MARKER
 
-from maskrcnn_job import s3_upload, stage_coco
-from maskrcnn_job.stage_coco import Archive, StagingError
+from maskrcnn_job.staging import s3_upload, stage_coco
+from maskrcnn_job.staging.stage_coco import Archive, StagingError
 
 from tests.training import fake_http
 
@@ -53,7 +53,7 @@ def test_upload_writes_the_channel_with_dataset_info_last(small_coco, tmp_path):
     import boto3
     from moto import mock_aws
 
-    from maskrcnn_job import coco_to_tfrecord
+    from maskrcnn_job.data import coco_to_tfrecord
 
     channel = str(tmp_path / "channel")
     coco_to_tfrecord.convert_coco_dir(small_coco, channel, progress=False)
@@ -73,7 +73,7 @@ def test_upload_writes_the_channel_with_dataset_info_last(small_coco, tmp_path):
         keys = {o["Key"] for o in client.list_objects_v2(Bucket="data")["Contents"]}
     assert count == len(keys) == len(uploaded)
     assert uploaded[-1] == "datasets/coco2017/dataset_info.json"
-    assert "datasets/coco2017/annotations/instances_val2017.json" in keys
+    assert "datasets/coco2017/annotations/instances_val.json" in keys
     assert "datasets/coco2017/tfrecords/train-00000-of-00001.tfrecord" in keys
     with pytest.raises(StagingError, match="not an s3:// URI"):
         s3_upload.upload_directory(channel, "data/prefix", last=DATASET_COMPLETE_MARKER,

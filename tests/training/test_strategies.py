@@ -47,7 +47,7 @@ def _kill_task(pattern: str) -> int:
 def _run_and_kill(work_dir, args, kill_pattern, when_line_matches, timeout=900):
     """A local run during which the task matching `kill_pattern` is killed once a line matching
     `when_line_matches` appears. Returns (exit status, output, kill time or None, end time)."""
-    command = [sys.executable, "-m", "maskrcnn_job.local_run", "--work-dir", str(work_dir),
+    command = [sys.executable, "-m", "maskrcnn_local.local_run", "--work-dir", str(work_dir),
                *TINY, *args, "--timeout", str(timeout - 30)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True, bufsize=1)

@@ -13,7 +13,8 @@ from pycocotools import mask as mask_api
 from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
-from maskrcnn_job import coco_to_tfrecord, synthetic_coco
+from maskrcnn_job.data import coco_to_tfrecord
+from maskrcnn_local import synthetic_coco
 
 SIZE = 128
 

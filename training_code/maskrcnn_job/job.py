@@ -5,7 +5,7 @@ failure leaves.
 - horovod: every rank (mpirun);
 - multi_worker_mirrored: one worker per host (the toolkit's TF_CONFIG; built here on one host);
 - parameter_server: once per host, without TF_CONFIG: that process starts and watches this host's
-  tasks (parameter_server_host.py), which run `main` again with their own TF_CONFIG: the chief
+  tasks (distribution/parameter_server_host.py), which run `main` again with their own TF_CONFIG: the chief
   trains, a PS or worker task serves.
 Inputs are read from the SageMaker layout (channels, hyperparameters.json); on any error the cause
 goes to /opt/ml/output/failure and the process exits non-zero at once, without waiting on
@@ -20,7 +20,10 @@ import traceback
 
 from maskrcnn_contract import hyperparameters, job_io
 
-from maskrcnn_job import cluster_spec, sagemaker_env  # pure Python, fast
+from maskrcnn_job import sagemaker_env  # pure Python, fast
+from maskrcnn_job.data import layout
+from maskrcnn_job.distribution import cluster_spec
+from maskrcnn_job.distribution.backend import Backend
 
 
 def rank_from_environment() -> str:
@@ -44,21 +47,21 @@ def read_hyperparameters(env: sagemaker_env.JobEnvironment) -> hyperparameters.H
     return hps
 
 
-def make_backend(hps: hyperparameters.Hyperparameters, env: sagemaker_env.JobEnvironment):
+def make_backend(hps: hyperparameters.Hyperparameters, env: sagemaker_env.JobEnvironment) -> Backend:
     """This process's distribution backend: the only place that chooses one."""
     if hps.distribution == "horovod":
-        from maskrcnn_job import distributed
+        from maskrcnn_job.distribution import horovod_backend
 
-        return distributed.HorovodBackend(fp16_allreduce=hps.fp16_allreduce)
-    from maskrcnn_job import tf_distribute
+        return horovod_backend.HorovodBackend(fp16_allreduce=hps.fp16_allreduce)
+    from maskrcnn_job.distribution import tf_strategies
 
     tf_config = cluster_spec.current()
     if hps.distribution == "multi_worker_mirrored":
         if tf_config is None and len(env.hosts) > 1:
             # The toolkit writes it when the launch sets its MWMS flag; the same cluster here.
             tf_config = cluster_spec.multi_worker_mirrored(env.hosts, env.current_host)
-        return tf_distribute.MultiWorkerMirroredBackend(tf_config)
-    return tf_distribute.ParameterServerBackend(tf_config)
+        return tf_strategies.MultiWorkerMirroredBackend(tf_config)
+    return tf_strategies.ParameterServerBackend(tf_config)
 
 
 def pretrained_checkpoint(channel: str) -> str:
@@ -79,7 +82,8 @@ def pretrained_checkpoint(channel: str) -> str:
 
 def build_trainer(env: sagemaker_env.JobEnvironment, hps: hyperparameters.Hyperparameters):
     """Validates the inputs, starts the backend, builds the model: everything before the loop."""
-    train_channel = env.channel(job_io.TRAIN_CHANNEL)
+    channel = layout.Channel(env.channel(job_io.TRAIN_CHANNEL))
+    info = channel.read_info()
     pretrained = env.optional_channel(job_io.PRETRAINED_CHANNEL)
     hyperparameters.check_pretrained_channel(hps, has_pretrained=pretrained is not None)
 
@@ -91,9 +95,8 @@ def build_trainer(env: sagemaker_env.JobEnvironment, hps: hyperparameters.Hyperp
             # Not under the strategies: their remote functions block inter-op threads while
             # they wait on other tasks, and with one such thread a step on a worker never ends.
             tf.config.threading.set_inter_op_parallelism_threads(hps.threads_per_rank)
-    from maskrcnn_job import experiment, trainer
+    from maskrcnn_job.training import trainer
 
-    dataset = experiment.Dataset.from_channel(train_channel)
     backend = make_backend(hps, env)
     paths = trainer.Paths(
         checkpoint_dir=env.checkpoint_dir, model_dir=env.model_dir,
@@ -102,7 +105,7 @@ def build_trainer(env: sagemaker_env.JobEnvironment, hps: hyperparameters.Hyperp
     if backend.is_chief:
         logging.info("%s: %d replica(s) per step on %d host(s), %d GPU(s) visible here; %s",
                      hps.distribution, backend.size, len(env.hosts), backend.num_gpus, hps)
-    return trainer.Trainer(hps, dataset, backend, paths)
+    return trainer.Trainer(hps, channel, info, backend, paths)
 
 
 def run(env: sagemaker_env.JobEnvironment) -> None:
@@ -111,7 +114,7 @@ def run(env: sagemaker_env.JobEnvironment) -> None:
     if hps.distribution == "parameter_server":
         task = cluster_spec.task_of(cluster_spec.current())
         if task is None:  # as the toolkit starts it: this host's tasks, watched
-            from maskrcnn_job import parameter_server_host
+            from maskrcnn_job.distribution import parameter_server_host
 
             status = parameter_server_host.run(env, hps)
             if status:  # the chief failed and wrote the failure file itself
@@ -120,9 +123,9 @@ def run(env: sagemaker_env.JobEnvironment) -> None:
                 os._exit(status)
             return
         if task[0] in ("ps", "worker"):
-            from maskrcnn_job import tf_distribute
+            from maskrcnn_job.distribution import tf_strategies
 
-            tf_distribute.serve(cluster_spec.current(), hps.threads_per_rank)
+            tf_strategies.serve(cluster_spec.current(), hps.threads_per_rank)
             return
     build_trainer(env, hps).run()
     if hps.distribution != "horovod":

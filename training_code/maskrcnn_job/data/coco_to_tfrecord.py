@@ -1,13 +1,11 @@
 """COCO-format annotations + images -> sharded TFRecords that Model Garden's Mask R-CNN reads.
 
 Input, COCO 2017's layout:  <coco>/{train2017,val2017}/*.jpg  <coco>/annotations/instances_*.json
-Output, the `train` channel layout (see training_code/README.md):
-  <out>/tfrecords/train-00000-of-00008.tfrecord ...   <out>/tfrecords/val-00000-of-00001.tfrecord
-  <out>/annotations/instances_val2017.json            <out>/dataset_info.json
-  <out>/tfrecords/<split>-skipped.json                (only when --skip-invalid dropped something)
+Output: the `train` channel, as data/layout.py defines it (shards, the val annotations,
+dataset_info.json last, and a report of what --skip-invalid dropped).
 
 Records follow Model Garden's own converter (official/vision/data/create_coco_tf_record.py,
-its tfrecord_lib feature keys): PNG instance masks, normalized boxes, raw COCO category ids, and
+the feature keys of data/layout.py): PNG instance masks, normalized boxes, raw COCO category ids, and
 `image/source_id` = the COCO image id, which the evaluation maps back to the annotation file.
 Invalid input fails with counts per problem and examples, or with --skip-invalid is dropped and
 reported: annotations are checked before anything is written, and every image is decoded once
@@ -16,7 +14,7 @@ a channel count other than 1, 3 or 4), so a bad image fails here, naming its fil
 training. Shards are written under temporary names and renamed only once the split is complete.
 
 Speed (benchmarks/converter_speed.py): no process imports TensorFlow or Model Garden (records
-and their TFRecord framing come from maskrcnn_job/tf_records.py; masks and images go through
+and their TFRecord framing come from maskrcnn_job/data/tf_records.py; masks and images go through
 Pillow and pycocotools); the workers return records ready to append to a shard.
 """
 
@@ -35,12 +33,11 @@ import shutil
 from typing import Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
-from maskrcnn_contract.job_io import DATASET_COMPLETE_MARKER
 from PIL import Image
 from pycocotools import mask as mask_api
 from tqdm import tqdm
 
-from maskrcnn_job import tf_records
+from maskrcnn_job.data import layout, tf_records
 
 DEFAULT_SHARD_MB = 150
 _TMP_SUFFIX = ".incomplete"
@@ -208,14 +205,14 @@ def _encode_image(args: Tuple[Dict, List[Dict], str, Dict[int, str]]
     image_format = "png" if encoded[:4] == b"\x89PNG" else "jpeg"
     # Model Garden's tfrecord_lib.image_info_to_feature_dict, key for key.
     features = {
-        "image/height": tf_records.int64_feature([height]),
-        "image/width": tf_records.int64_feature([width]),
-        "image/filename": tf_records.bytes_feature([image["file_name"].encode("utf8")]),
-        "image/source_id": tf_records.bytes_feature([str(image["id"]).encode("utf8")]),
-        "image/key/sha256": tf_records.bytes_feature(
+        layout.IMAGE_HEIGHT: tf_records.int64_feature([height]),
+        layout.IMAGE_WIDTH: tf_records.int64_feature([width]),
+        layout.IMAGE_FILENAME: tf_records.bytes_feature([image["file_name"].encode("utf8")]),
+        layout.IMAGE_SOURCE_ID: tf_records.bytes_feature([str(image["id"]).encode("utf8")]),
+        layout.IMAGE_KEY_SHA256: tf_records.bytes_feature(
             [hashlib.sha256(encoded).hexdigest().encode("utf8")]),
-        "image/encoded": tf_records.bytes_feature([encoded]),
-        "image/format": tf_records.bytes_feature([image_format.encode("utf8")]),
+        layout.IMAGE_ENCODED: tf_records.bytes_feature([encoded]),
+        layout.IMAGE_FORMAT: tf_records.bytes_feature([image_format.encode("utf8")]),
     }
     if annotations:
         boxes = np.array([a["bbox"] for a in annotations], dtype=np.float64)
@@ -226,18 +223,18 @@ def _encode_image(args: Tuple[Dict, List[Dict], str, Dict[int, str]]
         masks = [_mask_png(mask_api.decode(_segmentation_rle(a["segmentation"], height, width)))
                  for a in annotations]
         features.update({
-            "image/object/bbox/xmin": tf_records.float_feature(x0 / width),
-            "image/object/bbox/xmax": tf_records.float_feature(x1 / width),
-            "image/object/bbox/ymin": tf_records.float_feature(y0 / height),
-            "image/object/bbox/ymax": tf_records.float_feature(y1 / height),
-            "image/object/class/label": tf_records.int64_feature(
+            layout.BOX_XMIN: tf_records.float_feature(x0 / width),
+            layout.BOX_XMAX: tf_records.float_feature(x1 / width),
+            layout.BOX_YMIN: tf_records.float_feature(y0 / height),
+            layout.BOX_YMAX: tf_records.float_feature(y1 / height),
+            layout.CLASS_LABEL: tf_records.int64_feature(
                 a["category_id"] for a in annotations),
-            "image/object/class/text": tf_records.bytes_feature(
+            layout.CLASS_TEXT: tf_records.bytes_feature(
                 category_names[a["category_id"]].encode("utf8") for a in annotations),
-            "image/object/is_crowd": tf_records.int64_feature(
+            layout.IS_CROWD: tf_records.int64_feature(
                 int(a.get("iscrowd", 0)) for a in annotations),
-            "image/object/area": tf_records.float_feature(float(a["area"]) for a in annotations),
-            "image/object/mask": tf_records.bytes_feature(masks),
+            layout.AREA: tf_records.float_feature(float(a["area"]) for a in annotations),
+            layout.MASK: tf_records.bytes_feature(masks),
         })
     return tf_records.framed(tf_records.example(features)), None
 
@@ -318,12 +315,11 @@ def convert_split(annotation_file: str, image_dir: str, tfrecord_dir: str, split
     # The split is complete: only now do shards get names that the training job matches.
     shards = []
     for index, temp in enumerate(temp_paths):
-        final = os.path.join(tfrecord_dir,
-                             f"{split}-{index:05d}-of-{len(temp_paths):05d}.tfrecord")
+        final = os.path.join(tfrecord_dir, layout.shard_name(split, index, len(temp_paths)))
         os.replace(temp, final)
         shards.append(os.path.basename(final))
     if problems:
-        _write_json(os.path.join(tfrecord_dir, f"{split}-skipped.json"), {
+        _write_json(os.path.join(tfrecord_dir, layout.skipped_report_name(split)), {
             "annotation_file": annotation_file,
             "counts": collections.Counter(p.reason for p in problems),
             "skipped": [dataclasses.asdict(p) for p in problems],
@@ -359,32 +355,30 @@ def _write_json(path: str, payload) -> None:
     os.replace(path + _TMP_SUFFIX, path)
 
 
-def convert_coco_dir(coco_dir: str, out_dir: str, splits=("train", "val"), year: str = "2017",
+def convert_coco_dir(coco_dir: str, out_dir: str, splits=layout.SPLITS, year: str = "2017",
                      shard_mb: float = DEFAULT_SHARD_MB, skip_invalid: bool = False,
                      workers: int = 1, progress: bool = True) -> Dict[str, SplitResult]:
-    """Converts a COCO-layout directory into the `train` channel layout."""
+    """Converts a COCO-layout directory (`<split><year>/`, `annotations/instances_<split><year>.json`)
+    into the `train` channel layout (data/layout.py)."""
+    channel = layout.Channel(out_dir)
     results, categories = {}, None
     for split in splits:
         annotation_file = os.path.join(coco_dir, "annotations", f"instances_{split}{year}.json")
         results[split] = convert_split(
-            annotation_file, os.path.join(coco_dir, f"{split}{year}"),
-            os.path.join(out_dir, "tfrecords"), split, shard_mb, skip_invalid, workers, progress)
+            annotation_file, os.path.join(coco_dir, f"{split}{year}"), channel.tfrecord_dir,
+            split, shard_mb, skip_invalid, workers, progress)
         with open(annotation_file, encoding="utf-8") as f:
             categories = json.load(f)["categories"]
-        if split == "val":
+        if split == layout.VAL:
             # The evaluation compares against the original annotation file, as COCO's own does.
-            os.makedirs(os.path.join(out_dir, "annotations"), exist_ok=True)
-            shutil.copyfile(annotation_file,
-                            os.path.join(out_dir, "annotations", f"instances_val{year}.json"))
-    # Written last: its presence marks a complete dataset.
-    _write_json(os.path.join(out_dir, DATASET_COMPLETE_MARKER), {
-        # Model Garden's Mask R-CNN uses raw category ids as labels, 0 being background.
-        "num_classes": max(c["id"] for c in categories) + 1,
-        "categories": categories,
-        "splits": {s: {"num_images": r.num_images, "num_instances": r.num_instances,
-                       "shards": r.shards, "skipped": len(r.problems)}
-                   for s, r in results.items()},
-    })
+            os.makedirs(os.path.dirname(channel.annotations(split)), exist_ok=True)
+            shutil.copyfile(annotation_file, channel.annotations(split))
+    channel.write_info(layout.DatasetInfo(
+        num_classes=max(c["id"] for c in categories) + 1,
+        categories=categories,
+        splits={s: layout.SplitInfo(num_images=r.num_images, num_instances=r.num_instances,
+                                    shards=r.shards, skipped=len(r.problems))
+                for s, r in results.items()}))
     return results
 
 

@@ -1,11 +1,11 @@
 """The exported model on images: pictures of its predictions and a COCO results file.
 
-    python -m maskrcnn_job.predict MODEL IMAGE_OR_DIRECTORY... [--out build/predictions]
+    python -m maskrcnn_local.predict MODEL IMAGE_OR_DIRECTORY... [--out build/predictions]
         [--annotations instances_val2017.json] [--compare N] [--score-threshold 0.3]
 
 MODEL is what the training job wrote: its model directory (1/ and code/), the version directory
 1/, or the model.tar.gz SageMaker uploaded. Each image goes through the SavedModel's
-`serving_bytes` signature and the endpoint's own post-processing (maskrcnn_job/serving_handler.py),
+`serving_bytes` signature and the endpoint's own post-processing (maskrcnn_job/serving/endpoint_handler.py),
 so the pictures show what the endpoint would answer. Writes, under --out:
 - <image name>.png: the image with masks, boxes, class names and scores drawn on it;
 - detections.json: COCO results (image_id, category_id, bbox, score, RLE segmentation), which
@@ -25,7 +25,8 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 from PIL import Image
 
-from maskrcnn_job import drawing, export, serving_handler
+from maskrcnn_job.serving import export, endpoint_handler
+from maskrcnn_local import drawing
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 COMPARISON_FILE = "ground_truth_vs_predictions.png"
@@ -84,7 +85,7 @@ class Predictor:
         import tensorflow as tf
 
         self._tf = tf
-        self._signature = tf.saved_model.load(saved_model_dir).signatures[serving_handler.SIGNATURE]
+        self._signature = tf.saved_model.load(saved_model_dir).signatures[endpoint_handler.SIGNATURE]
         self.names = {int(c["id"]): c["name"] for c in categories or []}
         self.score_threshold = score_threshold
 
@@ -94,8 +95,8 @@ class Predictor:
         return {name: value.numpy()[0].tolist() for name, value in outputs.items()}
 
     def __call__(self, image_bytes: bytes) -> Dict:
-        """The endpoint's JSON object for one image (serving_handler.detections)."""
-        return serving_handler.detections(self.tfs_prediction(image_bytes), self.score_threshold,
+        """The endpoint's JSON object for one image (endpoint_handler.detections)."""
+        return endpoint_handler.detections(self.tfs_prediction(image_bytes), self.score_threshold,
                                           self.names)
 
 
@@ -149,7 +150,7 @@ def _image_ids(files: Sequence[str], coco) -> List[int]:
 
 
 def predict(model: str, images: Sequence[str], out_dir: str, annotations: Optional[str] = None,
-            compare: int = 0, score_threshold: float = serving_handler.DEFAULT_SCORE_THRESHOLD
+            compare: int = 0, score_threshold: float = endpoint_handler.DEFAULT_SCORE_THRESHOLD
             ) -> Dict[str, str]:
     """Writes the pictures and the results; returns {"results": path, "comparison": path or
     absent, "images": out_dir}."""
@@ -207,7 +208,7 @@ def main(argv=None) -> int:
     parser.add_argument("--compare", type=int, default=0,
                         help="draw ground truth beside predictions for the first N images")
     parser.add_argument("--score-threshold", type=float,
-                        default=serving_handler.DEFAULT_SCORE_THRESHOLD)
+                        default=endpoint_handler.DEFAULT_SCORE_THRESHOLD)
     args = parser.parse_args(argv)
     try:
         written = predict(args.model, args.images, args.out, args.annotations, args.compare,

@@ -1,6 +1,6 @@
 """Run the training job on this machine as SageMaker would (`make demo`).
 
-    python -m maskrcnn_job.local_run [--distribution horovod] [--ranks 2] [--hosts 1]
+    python -m maskrcnn_local.local_run [--distribution horovod] [--ranks 2] [--hosts 1]
                                      [--hp KEY=VALUE ...]
 
 Two ways, by --hosts:
@@ -13,7 +13,7 @@ Two ways, by --hosts:
   OPT_ML_ROOT.
 - several hosts (root only): emulated hosts, each with its own network, /opt/ml, sshd and
   processes, running the real SageMaker training toolkit over the code as the image holds it
-  (maskrcnn_job/emulated_hosts.py), with the image's Python (.venv-image).
+  (maskrcnn_local/emulated_hosts.py), with the image's Python (.venv-image).
 Both generate the synthetic shapes dataset in COCO format and convert it to TFRecords for the
 `train` channel (kept between runs while its parameters are unchanged), print the final metrics,
 and the failure reason if the job failed; the exit status is the job's.
@@ -140,9 +140,8 @@ def _hyperparameters(args) -> dict:
                              f"{args.distribution}: use --distribution")
         values[key] = value
     if "batch_norm" not in values:
-        # The job's default, frozen, needs a pretrained backbone, and there is none here; the
-        # asynchronous workers of parameter_server have no global batch to synchronize over.
-        values["batch_norm"] = "per_rank" if args.distribution == "parameter_server" else "sync"
+        # The job's default, frozen, needs a pretrained backbone, and there is none here.
+        values["batch_norm"] = hyperparameters.batch_norm_without_pretrained(args.distribution)
         print(f"batch_norm: {values['batch_norm']} (the default, frozen, needs a pretrained "
               "backbone checkpoint, and this run has none)", flush=True)
     hyperparameters.parse(values)  # fail here, before any work, on a bad name or value
@@ -158,7 +157,7 @@ def _write_json(path, payload):
 
 def _prepare_dataset(args, work_dir: str, channel: str) -> None:
     """Synthetic COCO -> TFRecords into the train channel, unless already there."""
-    from maskrcnn_job import synthetic_coco
+    from maskrcnn_local import synthetic_coco
 
     stamp = {"train": args.train_images, "val": args.val_images, "size": args.image_size,
              "seed": 0, "difficulty": args.difficulty, "generator": synthetic_coco.VERSION}
@@ -168,7 +167,7 @@ def _prepare_dataset(args, work_dir: str, channel: str) -> None:
             if json.load(f) == stamp:
                 print(f"dataset: reusing {channel}")
                 return
-    from maskrcnn_job import coco_to_tfrecord
+    from maskrcnn_job.data import coco_to_tfrecord
 
     coco_dir = os.path.join(work_dir, "coco-synthetic")
     shutil.rmtree(coco_dir, ignore_errors=True)
@@ -289,7 +288,7 @@ class _LineEcho:
 
 def run_emulated_hosts(args, work_dir: str, final: dict) -> tuple:
     """Returns (exit status, [(host, failure text)], model dir of the master host)."""
-    from maskrcnn_job import emulated_hosts
+    from maskrcnn_local import emulated_hosts
 
     emulated_hosts.check_available(args.image_python)
     channel = os.path.join(work_dir, "dataset", job_io.TRAIN_CHANNEL)
@@ -304,7 +303,7 @@ def run_emulated_hosts(args, work_dir: str, final: dict) -> tuple:
     extra_code = []
     if os.path.abspath(args.program) != TRAIN_PROGRAM:
         extra_code.append(os.path.abspath(args.program))
-        environment["SAGEMAKER_PROGRAM"] = os.path.basename(args.program)
+        environment[job_io.PROGRAM_ENV] = os.path.basename(args.program)
     cluster = emulated_hosts.Cluster(
         work_dir, args.hosts, args.image_python, REPO, hps, {job_io.TRAIN_CHANNEL: channel},
         environment=environment, extra_code=extra_code, keep_checkpoints=args.resume)
@@ -351,7 +350,7 @@ def main(argv=None) -> int:
 
 def _draw_predictions(work_dir: str, model_dir: str, count: int) -> None:
     """The first `count` validation images through the SavedModel, ground truth beside."""
-    from maskrcnn_job import predict
+    from maskrcnn_local import predict
 
     coco_dir = os.path.join(work_dir, "coco-synthetic")
     val_dir = os.path.join(coco_dir, "val2017")

@@ -6,9 +6,9 @@ TensorFlow serving container expect). Signatures: `serving_default` takes uint8 
 detection_boxes ([ymin, xmin, ymax, xmax] in input-image pixels), detection_classes (COCO category
 ids), detection_scores, detection_masks (28x28 per box), num_detections, image_info.
 
-Beside it, <SM_MODEL_DIR>/code/: inference.py (maskrcnn_job/serving_handler.py: the TensorFlow
+Beside it, <SM_MODEL_DIR>/code/: inference.py (maskrcnn_job/serving/endpoint_handler.py: the TensorFlow
 Serving container's pre/post-processing, an image in and JSON detections out) and categories.json
-(the dataset's categories, for names in that JSON and in `maskrcnn_job.predict`). The job's
+(the dataset's categories, for names in that JSON and in `maskrcnn_local.predict`). The job's
 model.tar.gz is then what the container deploys as it is (training_code/README.md, "Serving").
 """
 
@@ -23,11 +23,11 @@ from official.vision.serving import detection
 # tf_keras's switch for per-layer traces (its own model.save(save_traces=False) sets it).
 from tf_keras.src.saving.legacy.saved_model import utils as keras_saved_model_utils
 
-from maskrcnn_job import serving_handler
+from maskrcnn_job.serving import endpoint_handler
 
 SERVING_VERSION = "1"
 CODE_DIR = "code"
-HANDLER = os.path.abspath(serving_handler.__file__)  # copied into code/ as inference.py
+HANDLER = os.path.abspath(endpoint_handler.__file__)  # copied into code/ as inference.py
 
 
 def write_serving_code(model_dir: str, categories: List[dict]) -> str:
@@ -80,7 +80,7 @@ def export_saved_model(config: cfg.ExperimentConfig, model, model_dir: str,
     temp_dir = final_dir + ".incomplete"
     shutil.rmtree(temp_dir, ignore_errors=True)
     signatures = module.get_inference_signatures(
-        {"image_tensor": "serving_default", "image_bytes": serving_handler.SIGNATURE})
+        {"image_tensor": "serving_default", "image_bytes": endpoint_handler.SIGNATURE})
     # Serving reads the signatures only. So the SavedModel's root holds the model's variables
     # and nothing else to trace at save time: saving the module itself (as Model Garden's
     # export_base.export does) traces its tf.functions again, inference twice more, and tf_keras's

@@ -3,17 +3,18 @@
 import os
 from typing import Tuple
 
+from maskrcnn_contract import s3_objects
 from tqdm import tqdm
 
-from maskrcnn_job.downloads import StagingError
+from maskrcnn_job.staging.downloads import StagingError
 
 
 def split_s3_uri(s3_uri: str) -> Tuple[str, str]:
-    """'s3://bucket/a/b' -> ('bucket', 'a/b/'): a key prefix ending in '/' (or '' for the root)."""
-    if not s3_uri.startswith("s3://") or len(s3_uri) <= len("s3://"):
-        raise StagingError(f"destination {s3_uri!r} is not an s3:// URI")
-    bucket, _, prefix = s3_uri[len("s3://"):].partition("/")
-    return bucket, prefix.rstrip("/") + "/" if prefix else ""
+    """'s3://bucket/a/b' -> ('bucket', 'a/b/'); a staging error naming a destination otherwise."""
+    try:
+        return s3_objects.split_s3_uri(s3_uri)
+    except s3_objects.S3UriError as error:
+        raise StagingError(f"destination {error}") from None
 
 
 def _client(client):
@@ -25,14 +26,7 @@ def _client(client):
 def exists(s3_uri: str, name: str, client=None) -> bool:
     """Whether the object `name` exists under the prefix `s3_uri`."""
     bucket, prefix = split_s3_uri(s3_uri)
-    client = _client(client)
-    try:
-        client.head_object(Bucket=bucket, Key=prefix + name)
-        return True
-    except client.exceptions.ClientError as error:
-        if error.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound"):
-            return False
-        raise
+    return s3_objects.object_exists(_client(client), bucket, prefix + name)
 
 
 def upload_directory(directory: str, s3_uri: str, last: str, client=None) -> int:

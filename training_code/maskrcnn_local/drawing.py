@@ -11,15 +11,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from maskrcnn_contract.palette import colour
+
 MASK_OPACITY = 0.45
 MIN_DRAWN_SIDE = 384  # px: smaller images are scaled up by a whole factor
-# Distinct, colour-blind-friendly colours (Okabe-Ito), by category id.
-PALETTE = [(230, 159, 0), (86, 180, 233), (0, 158, 115), (240, 228, 66), (0, 114, 178),
-           (213, 94, 0), (204, 121, 167), (255, 255, 255)]
-
-
-def colour(category_id: int) -> Tuple[int, int, int]:
-    return PALETTE[(category_id - 1) % len(PALETTE)]
 
 
 def _font(size: int):

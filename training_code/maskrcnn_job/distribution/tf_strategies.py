@@ -1,4 +1,4 @@
-"""TensorFlow's own strategies behind the seam `distributed.HorovodBackend` defines.
+"""TensorFlow's own strategies behind the seam `horovod_backend.HorovodBackend` defines.
 
 - `MultiWorkerMirroredBackend`: synchronous; one process per host using all its GPUs; collective
   all-reduce (NCCL on GPUs, ring on CPU).
@@ -11,7 +11,6 @@ the replicas that step together (all of them under MWMS; the GPUs of one worker 
 same averaged update as Horovod's tape gives, so the training step is one function for the three.
 """
 
-import hashlib
 import json
 import logging
 import os
@@ -23,7 +22,8 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from maskrcnn_job import cluster_spec
+from maskrcnn_job.distribution import cluster_spec
+from maskrcnn_job.distribution.backend import check_fingerprints_equal, weights_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -53,13 +53,6 @@ class _ReplicaShareTape:
                 else tf.IndexedSlices(g.values / replicas, g.indices, g.dense_shape)
                 if isinstance(g, tf.IndexedSlices) else g / replicas
                 for g in gradients]
-
-
-def _fingerprint(variables: Sequence[tf.Variable]) -> str:
-    digest = hashlib.sha256()
-    for variable in sorted(variables, key=lambda v: v.name):
-        digest.update(np.ascontiguousarray(variable.numpy()).tobytes())
-    return digest.hexdigest()
 
 
 def _visible_gpus() -> list:
@@ -235,10 +228,8 @@ class MultiWorkerMirroredBackend(_StrategyBackend):
         return [pickle.loads(rows[i].tobytes()[:int(lengths[i])]) for i in firsts]
 
     def check_replicas_equal(self, variables: Sequence[tf.Variable]) -> List[str]:
-        fingerprints = self.gather_objects(_fingerprint(variables))
-        if len(set(fingerprints)) != 1:
-            raise RuntimeError(f"replicas diverged: weight fingerprints per worker {fingerprints}")
-        return fingerprints
+        return check_fingerprints_equal(self.gather_objects(weights_fingerprint(variables)),
+                                        "worker")
 
 
 class ParameterServerBackend(_StrategyBackend):
@@ -318,7 +309,7 @@ class ParameterServerBackend(_StrategyBackend):
         return [obj]
 
     def check_replicas_equal(self, variables: Sequence[tf.Variable]) -> List[str]:
-        return [_fingerprint(variables)]
+        return [weights_fingerprint(variables)]
 
 
 def serve(tf_config: dict, threads: int = 0) -> None:

@@ -29,7 +29,8 @@ from typing import Dict, Optional
 
 from maskrcnn_contract.hyperparameters import Hyperparameters
 
-from maskrcnn_job import cluster_spec, sagemaker_env
+from maskrcnn_job import sagemaker_env
+from maskrcnn_job.distribution import cluster_spec
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from typing import Dict, Optional, Tuple
 
 from maskrcnn_contract import job_io
 
-from maskrcnn_job import s3_upload
-from maskrcnn_job.downloads import StagingError, describe_google_storage_object, download
+from maskrcnn_job.staging import s3_upload
+from maskrcnn_job.staging.downloads import StagingError, describe_google_storage_object, download
 
 GOOGLE_STORAGE_HTTPS = "https://storage.googleapis.com/"
 
@@ -79,7 +79,7 @@ def verify_restores(prefix: str, backbone: str) -> None:
     from official.core import exp_factory
     from official.vision.modeling.backbones import factory
 
-    from maskrcnn_job import experiment  # registers Model Garden's experiments
+    from maskrcnn_job.training import experiment  # registers Model Garden's experiments
 
     model_config = exp_factory.get_exp_config(experiment.EXPERIMENT).task.model
     model_config.backbone.resnet.model_id = int(backbone[len("resnet"):])

@@ -1,29 +1,17 @@
-"""Data parallelism through Horovod: the only module that imports it, and the seam's definition.
+"""Data parallelism through Horovod: the only module that imports it.
 
-The trainer talks to a backend and to nothing else about distribution. A backend gives:
-- `rank` (of this process), `size` (replicas that step together: their images make one update),
-  `local_rank`, `is_chief`, `num_gpus`, `exports_model` (whether this process writes the
-  SavedModel);
-- `scope()` to create the model and optimizer in, `sync_batch_norm_layer`, `input_seed(seed)`;
-- `step_runner(step_fn, dataset_fn)`: a function (count) -> the losses of `count` training steps,
-  each running `step_fn(images, labels)` on every replica with batches from `dataset_fn`'s
-  pipelines; `gradient_tape(tape)` averages gradients over the replicas of a step;
-- `checkpoint_directory(dir)`, `checkpoint_options`, `inference_model(model, build)` (a
-  function returning the model that evaluation and export run, holding the current values),
-  `input_context()` (evaluation);
-- collectives: `broadcast_from_chief`, `average_variables`, `mean`, `gather_objects`,
-  `check_replicas_equal`.
-This module's `HorovodBackend` is one; tf_distribute.py holds TensorFlow's strategies
-(MultiWorkerMirroredStrategy, ParameterServerStrategy).
+`HorovodBackend` is one `backend.Backend` (the seam the trainer talks to): one process (rank)
+per GPU, gradients averaged by Horovod's allreduce. tf_strategies.py holds TensorFlow's own.
 """
 
 import contextlib
-import hashlib
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 import tf_keras
+
+from maskrcnn_job.distribution.backend import check_fingerprints_equal, weights_fingerprint
 
 
 class HorovodSyncBatchNormalization(tf_keras.layers.BatchNormalization):
@@ -163,12 +151,4 @@ class HorovodBackend:
         return self._hvd.allgather_object(obj)
 
     def check_replicas_equal(self, variables: Sequence[tf.Variable]) -> List[str]:
-        """Every rank's fingerprint of its full weight vector, in rank order; raises if they differ."""
-        digest = hashlib.sha256()
-        for variable in sorted(variables, key=lambda v: v.name):
-            digest.update(np.ascontiguousarray(variable.numpy()).tobytes())
-        fingerprint = digest.hexdigest()
-        fingerprints = self.gather_objects(fingerprint)
-        if len(set(fingerprints)) != 1:
-            raise RuntimeError(f"replicas diverged: weight fingerprints per rank {fingerprints}")
-        return fingerprints
+        return check_fingerprints_equal(self.gather_objects(weights_fingerprint(variables)), "rank")

@@ -19,11 +19,12 @@ import zipfile
 from typing import Optional, Sequence
 
 from maskrcnn_contract.job_io import (DATASET_COMPLETE_MARKER, STAGING_BACKBONES,
-                                      STAGING_PRETRAINED_S3_URI, STAGING_S3_URI, STAGING_WORK_DIR)
+                                      STAGING_CONTAINER_WORK_DIR, STAGING_PRETRAINED_S3_URI,
+                                      STAGING_S3_URI, STAGING_WORK_DIR)
 from tqdm import tqdm
 
-from maskrcnn_job import s3_upload, stage_backbone
-from maskrcnn_job.downloads import RemoteFile, StagingError, download  # noqa: F401  (re-exported)
+from maskrcnn_job.staging import s3_upload, stage_backbone
+from maskrcnn_job.staging.downloads import RemoteFile, StagingError, download  # noqa: F401  (re-exported)
 
 DEFAULT_PREFIX = "datasets/coco2017/"
 
@@ -60,7 +61,7 @@ def stage(work_dir: str, s3_uri: Optional[str], workers: int, strict: bool = Fal
           backbones: Sequence[str] = stage_backbone.DEFAULT_BACKBONES) -> str:
     """The backbone checkpoints first (small), then COCO; each skipped when its S3 prefix is
     complete already. Returns the local channel directory ('' when COCO was skipped)."""
-    from maskrcnn_job import coco_to_tfrecord
+    from maskrcnn_job.data import coco_to_tfrecord
 
     if pretrained_s3_uri:
         for backbone in backbones:
@@ -87,9 +88,7 @@ def main(argv=None) -> None:
     # The launcher's hyperparameter names too: the SageMaker toolkit passes them as --name value.
     parser.add_argument("--s3-uri", f"--{STAGING_S3_URI}", dest="s3_uri",
                         help=f"destination, e.g. s3://<bucket>/{DEFAULT_PREFIX}; none: local only")
-    # In a SageMaker job: on the ML volume (/opt/ml), but not in output/, which SageMaker would
-    # upload as output.tar.gz at the end (~60 GB).
-    default_work = ("/opt/ml/stage-coco-work" if "SM_CURRENT_HOST" in os.environ
+    default_work = (STAGING_CONTAINER_WORK_DIR if "SM_CURRENT_HOST" in os.environ
                     else "build/coco2017")
     parser.add_argument("--work-dir", f"--{STAGING_WORK_DIR}", dest="work_dir", default=default_work,
                         help=f"downloads, images and TFRecords ({default_work})")

@@ -4,8 +4,8 @@ Model, inputs and losses come from Model Garden's MaskRCNNTask; this module owns
 the chief's state everywhere before the first step, steps run by the backend (Horovod's averaged
 gradients, or a tf.distribute strategy's), periodic checkpoints (the chief's copy into the
 directory SageMaker syncs) and resume, COCO evaluation, TensorBoard summaries, metric lines, and
-the SavedModel at the end. The backend (distributed.HorovodBackend,
-tf_distribute.MultiWorkerMirroredBackend or tf_distribute.ParameterServerBackend) is the seam:
+the SavedModel at the end. The backend (horovod_backend.HorovodBackend,
+tf_strategies.MultiWorkerMirroredBackend or tf_strategies.ParameterServerBackend) is the seam:
 nothing here depends on which one runs.
 """
 
@@ -27,7 +27,12 @@ from official.vision.tasks import maskrcnn
 from maskrcnn_contract import metrics as metric_lines
 from maskrcnn_contract.hyperparameters import Hyperparameters
 
-from maskrcnn_job import evaluation, experiment, export, sagemaker_env
+from maskrcnn_job import sagemaker_env
+from maskrcnn_job.data import layout
+from maskrcnn_job.distribution.backend import Backend
+from maskrcnn_job.serving import export
+from maskrcnn_job.training import evaluation, experiment
+from maskrcnn_job.training.schedule import Schedule
 
 log = logging.getLogger(__name__)
 
@@ -63,12 +68,33 @@ def checkpoints_newest_first(directory: str) -> List[str]:
     return [prefix for _, prefix in sorted(found, reverse=True)]
 
 
+def locate_corruption(pattern: str) -> str:
+    """Where the first unreadable record of the shards matching `pattern` is, for an error
+    message: 'shard S, record N (after image id I)'. Reads the shards in order (a failure path:
+    the job stops anyway); the pattern itself when every record reads."""
+    for shard in sorted(glob.glob(pattern)):
+        index, last_id = 0, None
+        try:
+            for record in tf.data.TFRecordDataset(shard):
+                example = tf.train.Example.FromString(record.numpy())
+                ids = example.features.feature[layout.IMAGE_SOURCE_ID].bytes_list.value
+                last_id = ids[0].decode() if ids else last_id
+                index += 1
+        except tf.errors.DataLossError:
+            after = f" (after image id {last_id})" if last_id is not None else ""
+            return f"shard {shard}, record {index}{after}"
+    return pattern
+
+
 class Trainer:
-    def __init__(self, hps: Hyperparameters, dataset: experiment.Dataset, backend, paths: Paths):
-        self.hps, self.dataset, self.backend, self.paths = hps, dataset, backend, paths
-        self.config = experiment.build(hps, dataset, backend.size, use_gpu=backend.num_gpus > 0,
+    def __init__(self, hps: Hyperparameters, channel: layout.Channel, info: layout.DatasetInfo,
+                 backend: Backend, paths: Paths):
+        self.channel, self.backend, self.paths = channel, backend, paths
+        self.seed = hps.seed
+        self.schedule = Schedule.build(hps, info.splits[layout.TRAIN].num_images, backend.size)
+        self.config = experiment.build(hps, channel, info, self.schedule,
+                                       use_gpu=backend.num_gpus > 0,
                                        init_checkpoint=paths.init_checkpoint)
-        self.schedule = experiment.Schedule.build(hps, dataset.num_train_images, backend.size)
         self.mixed = self.config.runtime.mixed_precision_dtype == "float16"
         performance.set_mixed_precision_policy(self.config.runtime.mixed_precision_dtype)
         self.task = maskrcnn.MaskRCNNTask(self.config.task, logging_dir=paths.output_data_dir)
@@ -100,7 +126,7 @@ class Trainer:
             self.model, lambda: experiment.build_model(self.task, backend.sync_batch_norm_layer))
         self.evaluator = evaluation.Evaluator(
             self.task, self.config.task.validation_data, backend,
-            dataset.val_annotations, hps.eval_max_images)
+            channel.annotations(layout.VAL), hps.eval_max_images)
         self.summary_writer = (tf.summary.create_file_writer(
             os.path.join(paths.output_data_dir, "tensorboard")) if backend.is_chief else None)
         self._run_steps = None  # set by start(): the backend's step runner over the training set
@@ -223,7 +249,7 @@ class Trainer:
         means = {name: float(np.mean([w[name] for w in window])) for name in LOSS_NAMES}
         # A collective: every rank logs at the same steps, rank 0 prints the mean over ranks.
         means = {name: self.backend.mean(value) for name, value in means.items()}
-        global_batch = self.hps.images_per_gpu * self.backend.size
+        global_batch = self.schedule.global_batch
         # None when the window holds only the first step of this process (it traces the graph,
         # so it is not timed): max_steps=1, log_every_steps=1, or a resume at the last step.
         images_per_sec = timed_steps * global_batch / max(seconds, 1e-9) if timed_steps > 0 else None
@@ -235,7 +261,7 @@ class Trainer:
             **{f"train/{name}": means[name] for name in LOSS_NAMES if name != "total_loss"},
             "train/learning_rate": float(self.learning_rate(step - 1)),
             "train/step": step,
-            "train/epoch": step / self.schedule.steps_per_epoch,
+            "train/epoch": self.schedule.epoch(step),
         }
         speed = "img/s n/a ETA n/a"
         if images_per_sec is not None:
@@ -256,7 +282,7 @@ class Trainer:
         """The chief's state (latest checkpoint) everywhere, then the backend's step runner."""
         self._restore_and_broadcast()
         # A resumed run sees the data in a new order rather than replaying the first epochs.
-        self.config.task.train_data.seed = self.backend.input_seed(self.hps.seed + self.step)
+        self.config.task.train_data.seed = self.backend.input_seed(self.seed + self.step)
         self._run_steps = self.backend.step_runner(self._train_step_fn, self._training_inputs)
 
     def train_steps(self, count: int) -> List[Dict[str, np.ndarray]]:
@@ -264,25 +290,26 @@ class Trainer:
         try:
             return self._run_steps(count)
         except tf.errors.DataLossError as error:
-            where = experiment.locate_corruption(self.dataset.train_files)
+            where = locate_corruption(self.channel.shards(layout.TRAIN))
             raise RuntimeError(f"corrupt training data in {where}: {error.message}; re-run the "
                                "converter for this split") from None
 
     def _next_stop(self, step: int) -> int:
         """The next step after `step` at which the loop logs, saves, evaluates or ends."""
-        periods = [self.hps.log_every_steps, self.hps.checkpoint_every_steps,
-                   self.schedule.eval_every_steps]
+        schedule = self.schedule
+        periods = [schedule.log_every_steps, schedule.checkpoint_every_steps,
+                   schedule.eval_every_steps]
         return min([self.schedule.total_steps]
                    + [(step // p + 1) * p for p in periods if p])
 
     def run(self) -> Optional[Dict[str, float]]:
         """Trains to the end of the schedule, evaluates, exports. Returns final metrics on rank 0."""
         self.start()
-        total = self.schedule.total_steps
-        hps, schedule = self.hps, self.schedule
+        schedule = self.schedule
+        total = schedule.total_steps
         if self.backend.is_chief and self.step < total:
-            log.info("training steps %d..%d: %d replicas x %d images, %d steps per epoch",
-                     self.step + 1, total, self.backend.size, hps.images_per_gpu,
+            log.info("training steps %d..%d: %d replicas, %d images per step, %d steps per epoch",
+                     self.step + 1, total, self.backend.size, schedule.global_batch,
                      schedule.steps_per_epoch)
         # The first step of this process also traces the graph: it is not timed.
         window, timed_steps, timed_seconds, first = [], 0, 0.0, True
@@ -303,10 +330,10 @@ class Trainer:
             for values in losses:
                 if not np.isfinite(values["total_loss"]):
                     raise FloatingPointError(f"loss is {values['total_loss']} at step {step}")
-            if crossed(before, step, hps.log_every_steps) or step >= total:
+            if crossed(before, step, schedule.log_every_steps) or step >= total:
                 self._log_progress(window, timed_steps, timed_seconds)
                 window, timed_steps, timed_seconds = [], 0, 0.0
-            if crossed(before, step, hps.checkpoint_every_steps) and step < total:
+            if crossed(before, step, schedule.checkpoint_every_steps) and step < total:
                 self._save_checkpoint()
             if crossed(before, step, schedule.eval_every_steps) and step < total:
                 self._evaluate()
@@ -332,6 +359,6 @@ class Trainer:
         (checked above)."""
         exported = export.export_saved_model(
             self.config, self._current_inference_model(), self.paths.model_dir,
-            categories=export.read_categories(self.dataset.val_annotations))
+            categories=export.read_categories(self.channel.annotations(layout.VAL)))
         # print, not log: only rank 0 logs at INFO.
         print(f"rank {self.backend.rank} exported SavedModel to {exported}", flush=True)

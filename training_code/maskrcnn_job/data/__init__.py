@@ -1,0 +1,3 @@
+"""The `train` channel: its layout, written and read through one module (`layout`), and the
+COCO -> TFRecord converter that writes it (`coco_to_tfrecord`, `tf_records`). No module here
+imports TensorFlow (a test holds that): the converter runs in plain processes."""
