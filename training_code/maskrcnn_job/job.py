@@ -83,9 +83,9 @@ def pretrained_checkpoint(channel: str) -> str:
 def build_trainer(env: sagemaker_env.JobEnvironment, hps: hyperparameters.Hyperparameters):
     """Validates the inputs, starts the backend, builds the model: everything before the loop."""
     channel = layout.Channel(env.channel(job_io.TRAIN_CHANNEL))
-    info = channel.read_info()
     pretrained = env.optional_channel(job_io.PRETRAINED_CHANNEL)
     hyperparameters.check_pretrained_channel(hps, has_pretrained=pretrained is not None)
+    info = channel.read_info()
 
     import tensorflow as tf  # only after the cheap checks: a bad input fails in a second
 
