@@ -41,7 +41,7 @@ help:
 	@echo "make test   - set up and run all tests"
 	@echo "make synth  - synthesize the CDK app into cdk.out (offline, cdk-nag applied)"
 	@echo "make lint   - synthesize, then cfn-lint every template"
-	@echo "make bench  - CPU benchmarks (root, ~30 min): horovod, multi_worker_mirrored, parameter_server side by side (images/s, scaling, communication share, mask AP in a time budget), converter speed"
+	@echo "make bench  - CPU benchmarks (root, long): the demo's accuracy; horovod, multi_worker_mirrored, parameter_server side by side; converter speed; writes docs/benchmarks.md"
 
 setup: apt $(VENV)/.horovod $(DLC_VENV)/.installed $(IMAGE_VENV)/.installed node_modules/.installed
 
@@ -122,9 +122,15 @@ test-infra: setup
 test-training: setup
 	$(PY) -m pytest tests/training
 
+# One run: its JSON files only (the old ones are removed first), rendered into docs/benchmarks.md,
+# each table with its date, machine and command (benchmarks/report.py).
+BENCH_RESULTS := build/bench/results
 bench: setup
-	$(PY) benchmarks/cpu_scaling.py
-	$(PY) benchmarks/converter_speed.py
+	rm -rf $(BENCH_RESULTS)
+	$(PY) benchmarks/demo_accuracy.py --results-dir $(BENCH_RESULTS)
+	$(PY) benchmarks/cpu_scaling.py --results-dir $(BENCH_RESULTS)
+	$(PY) benchmarks/converter_speed.py --results-dir $(BENCH_RESULTS)
+	$(PY) benchmarks/report.py $(BENCH_RESULTS) --out docs/benchmarks.md
 
 test-launcher: setup
 	$(PY) -m pytest tests/launcher

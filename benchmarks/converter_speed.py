@@ -1,6 +1,7 @@
 """COCO -> TFRecord speed: this project's converter next to Model Garden's own, on the same input.
 
     .venv/bin/python benchmarks/converter_speed.py [--images 2000] [--size 256] [--workers 2]
+        [--repeats 3] [--results-dir build/bench/results] [--smoke]
 
 Generates a synthetic COCO split (seeded), then converts it twice, each as a fresh process timed
 wall-clock from start to exit (interpreter and imports included, as a staging job pays them):
@@ -9,12 +10,13 @@ wall-clock from start to exit (interpreter and imports included, as a staging jo
 - ours: `python -m maskrcnn_job.data.coco_to_tfrecord --workers WORKERS --splits train`, which also
   validates every annotation and decodes every image once.
 Each runs --repeats times, alternating (so that a busy moment hits both), and the median counts.
-Prints both times, CPU seconds, and the speed ratio (Model Garden's time / ours). Figures only:
-nothing is asserted. Full COCO train2017 is 118k images, so this is the staging job's wall time.
+Prints both times, CPU seconds, and the speed ratio (Model Garden's time / ours), and writes them
+to <results-dir>/converter_speed.json (benchmarks/results.py; `make bench` renders it into
+docs/benchmarks.md). Figures only: nothing is asserted. --smoke checks the path (50 images, one
+run each: the figures mean nothing).
 """
 
 import argparse
-import json
 import os
 import resource
 import shutil
@@ -23,8 +25,10 @@ import sys
 import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "training_code"))
+import results
+
+
+DIFFICULTY = "easy"
 
 
 def _timed(command, env) -> dict:
@@ -53,16 +57,23 @@ def main(argv=None) -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--work-dir", default=None, help="kept if given; a temporary one if not")
+    parser.add_argument("--results-dir", default=results.DEFAULT_RESULTS_DIR,
+                        help="where converter_speed.json goes (%(default)s)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="check the path only: 50 images, one run each")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.images, args.repeats = 50, 1
     from maskrcnn_local import synthetic_coco
+
+    started = time.time()
 
     work = args.work_dir or tempfile.mkdtemp(prefix="converter-bench-")
     coco = os.path.join(work, "coco")
     if not os.path.exists(os.path.join(coco, "annotations", "instances_train2017.json")):
         shutil.rmtree(coco, ignore_errors=True)
-        # The easy set: polygons, as most of COCO's masks are, and the set the figures in
-        # training_code/README.md were measured on.
-        synthetic_coco.generate(coco, args.images, 1, args.size, difficulty="easy")
+        # The easy set: polygons, as most of COCO's masks are.
+        synthetic_coco.generate(coco, args.images, 1, args.size, difficulty=DIFFICULTY)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
     outputs = {name: os.path.join(work, name) for name in ("model_garden", "ours")}
     commands = {
@@ -87,6 +98,7 @@ def main(argv=None) -> None:
     figures = {
         "images": args.images, "image_size": args.size, "workers": args.workers,
         "repeats": args.repeats,
+        "dataset": {"difficulty": DIFFICULTY, "generator": synthetic_coco.VERSION},
         "all_seconds": {n: [round(r["seconds"], 2) for r in runs[n]] for n in runs},
         "cores": os.cpu_count(),
         "model_garden": dict(garden, tfrecord_mb=round(_tfrecord_bytes(outputs["model_garden"])
@@ -101,7 +113,8 @@ def main(argv=None) -> None:
           f"({ours['cpu_seconds']:.1f} CPU s)")
     print(f"speed ratio (Model Garden time / ours): {figures['speed_ratio']:.2f}x "
           f"({args.images} images of {args.size} px, {args.workers} processes)")
-    print("BENCH " + json.dumps(figures))
+    path = results.write(args.results_dir, "converter_speed", started, args.smoke, figures)
+    print(f"figures: {path}")
     if not args.work_dir:
         shutil.rmtree(work, ignore_errors=True)
 

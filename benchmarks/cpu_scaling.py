@@ -13,23 +13,27 @@ so the only communication is the gradients'):
 3. Mask AP after the same wall-clock budget of training (--budget seconds) on 2 emulated hosts:
    each strategy trains train.py itself for the steps its measured throughput makes of the
    budget, then evaluates the 50 val images.
-Prints markdown tables for training_code/README.md and writes every figure to
-<work-dir>/cpu_scaling.json, each run's output to <work-dir>/logs/. Root only (emulated hosts).
-About 30 minutes on 2 cores with the defaults; --smoke checks the whole path in about 20 minutes
-(tiny dataset, 4 timed steps, 5 s budget: the figures mean nothing).
+Writes every figure to <results-dir>/cpu_scaling.json (benchmarks/results.py; `make bench`
+renders it into docs/benchmarks.md) and prints the same tables; each run's output goes to
+<work-dir>/logs/. Root only (emulated hosts). --smoke checks the whole path (tiny dataset, 4
+timed steps, 5 s budget: the figures mean nothing); --runs picks timing runs (the AP runs follow
+the 2-host ones picked).
 
   .venv/bin/python benchmarks/cpu_scaling.py [--steps 30] [--budget 90] [--smoke]
       [--runs horovod-2x1,mwms-2h] [--hp KEY=VALUE] [--env KEY=VALUE]
+      [--work-dir build/bench] [--results-dir build/bench/results]
 """
 
 import argparse
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
 import time
+
+import report
+import results
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEP_TIMING = os.path.join(REPO, "benchmarks", "step_timing.py")
@@ -51,17 +55,10 @@ HOROVOD_ONE_HOST = ("horovod-1x1", "horovod-1x2", "horovod-2x1")
 # Every run: what the bench compares is the gradients' communication; see the docstring.
 COMMON_HPS = ["batch_norm=per_rank"]
 SMOKE_DATASET = ["--train-images", "16", "--val-images", "8", "--image-size", "64"]
-
-
-def _machine() -> str:
-    model = "unknown CPU"
-    if os.path.exists("/proc/cpuinfo"):
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            found = re.search(r"^model name\s*:\s*(.+)$", f.read(), re.M)
-            model = found.group(1) if found else model
-    import tensorflow as tf
-    return (f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, "
-            f"Python {platform.python_version()}, TensorFlow {tf.__version__}")
+# The AP runs' own, besides max_steps: no checkpoints or evaluation on the way. 0.01, not the
+# demo's 0.04: a short budget, and asynchronous PS updates (the rate these runs have been measured
+# at since before the demo's rose on 2026-11-24).
+AP_HPS = ["eval_every_epochs=0", "checkpoint_every_steps=1000000", "base_learning_rate=0.01"]
 
 
 def _local_run(args, name: str, distribution: str, hosts: int, extra: list, env: dict,
@@ -109,13 +106,11 @@ def _time_run(args, name: str) -> dict:
 
 def _ap_run(args, distribution: str, steps: int) -> dict:
     started = time.time()
-    output = _local_run(args, f"ap-{SHORT[distribution]}", distribution, 2,
-                        ["--hp", f"max_steps={steps}", "--hp", "eval_every_epochs=0",
-                         "--hp", "checkpoint_every_steps=1000000",
-                         # The rate training_code/README.md's table was measured at (the demo's
-                         # until 2026-11-24): a short budget, and asynchronous PS updates.
-                         "--hp", "base_learning_rate=0.01"], dict(args.env),
-                        timeout=600 + 20 * args.budget)
+    extra = ["--hp", f"max_steps={steps}"]
+    for item in AP_HPS:
+        extra += ["--hp", item]
+    output = _local_run(args, f"ap-{SHORT[distribution]}", distribution, 2, extra,
+                        dict(args.env), timeout=600 + 20 * args.budget)
     values = dict(re.findall(r"^(eval/\w+): (\S+)$", output, re.M))
     speeds = [float(v) for v in re.findall(r"train/images_per_sec: (\S+)", output)]
     return {"steps": steps, "run_s": time.time() - started,
@@ -145,61 +140,6 @@ def _figures(timing: dict, ap: dict, budget: int) -> dict:
     return out
 
 
-def _cell(row: dict, key: str, fmt: str) -> str:
-    return fmt.format(row[key]) if key in row else "–"
-
-
-def print_strategy_table(figures: dict, budget: int) -> None:
-    rows = [
-        ("images/s, 1 worker (1 host, 1 core)", "images_per_sec_1", "{:.1f}"),
-        ("images/s, 2 workers (2 emulated hosts x 1 core)", "images_per_sec_2", "{:.1f}"),
-        ("scaling efficiency (2 workers / twice 1 worker)", "scaling_efficiency", "{:.2f}"),
-        ("a worker's step, 2 workers (s)", "step_s_2", "{:.3f}"),
-        ("one step's communication alone, 2 workers (ms)", "comm_ms_2", "{:.0f}"),
-        ("communication share of a worker's step, 2 workers", "comm_share_2", "{:.0%}"),
-        ("communication share, 1 worker", "comm_share_1", "{:.0%}"),
-        (f"steps in {budget} s of training (images per step)", None, None),
-        (f"mask AP after {budget} s of training", "ap_segm_AP", "{:.3f}"),
-        (f"box AP after {budget} s of training", "ap_bbox_AP", "{:.3f}"),
-        ("whole AP run (start-up, training, evaluation, export; s)", "ap_run_s", "{:.0f}"),
-    ]
-    print("\n| 2 workers on this machine | " + " | ".join(f"`{d}`" for d in STRATEGIES) + " |")
-    print("|---|" + "---|" * len(STRATEGIES))
-    for label, key, fmt in rows:
-        if key is None:
-            cells = [f"{figures[d]['ap_steps']} ({figures[d]['images_per_step_2']})"
-                     if "ap_steps" in figures[d] else "–" for d in STRATEGIES]
-        else:
-            cells = [_cell(figures[d], key, fmt) for d in STRATEGIES]
-        if key == "comm_share_1":  # one synchronous worker communicates with nobody
-            cells = [c if d == "parameter_server" else "–" for c, d in zip(cells, STRATEGIES)]
-        print(f"| {label} | " + " | ".join(cells) + " |")
-
-
-def print_horovod_table(timing: dict) -> None:
-    if not any(name in timing for name in HOROVOD_ONE_HOST):
-        return
-    print("\n| ranks x intra-op threads | step (s) | images/s (all ranks) | allreduce alone (ms) "
-          "| allreduce share of step | input pipeline alone, images/s per rank (first pass "
-          "decode+parse / from cache) | model consumes, images/s per rank |")
-    print("|---|---|---|---|---|---|---|")
-    for name in HOROVOD_ONE_HOST:
-        if name not in timing:
-            continue
-        r = timing[name]
-        _, _, ranks, threads, _ = TIMING_RUNS[name]
-        comm = ("–", "–") if ranks == 1 else (f"{1000 * r['comm_s']:.0f}",
-                                               f"{r['comm_s'] / r['step_s']:.0%}")
-        print(f"| {ranks} x {threads} | {r['step_s']:.3f} | {r['images_per_sec']:.1f} "
-              f"| {comm[0]} | {comm[1]} | {r['parse_images_per_sec_per_rank']:.0f} / "
-              f"{r['input_images_per_sec_per_rank']:.0f} | {r['images_per_sec'] / ranks:.1f} |")
-    if all(name in timing for name in HOROVOD_ONE_HOST):
-        one, both, two = (timing[n]["images_per_sec"] for n in HOROVOD_ONE_HOST)
-        print(f"\nscaling efficiency, 2 ranks x 1 thread vs 2 x (1 rank x 1 thread): "
-              f"{two / (2 * one):.2f}; 2 ranks x 1 thread vs 1 rank x 2 threads (same cores): "
-              f"{two / both:.2f}")
-
-
 def _key_value(text: str) -> tuple:
     if "=" not in text:
         raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE")
@@ -209,7 +149,10 @@ def _key_value(text: str) -> tuple:
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--work-dir", default="build/bench")
+    parser.add_argument("--work-dir", default="build/bench",
+                        help="local_run's work directory and the runs' logs (%(default)s)")
+    parser.add_argument("--results-dir", default=results.DEFAULT_RESULTS_DIR,
+                        help="where cpu_scaling.json goes (%(default)s)")
     parser.add_argument("--steps", type=int, default=30, help="timed steps per run (30)")
     parser.add_argument("--chunk", type=int, default=10,
                         help="steps per timed chunk; the median chunk counts (10)")
@@ -239,11 +182,19 @@ def parse_args(argv=None):
     return args
 
 
+def _dataset(args) -> dict:
+    from maskrcnn_local import local_run, synthetic_coco
+
+    defaults = local_run.parse_args(SMOKE_DATASET if args.smoke else [])
+    return {"train_images": defaults.train_images, "val_images": defaults.val_images,
+            "image_size": defaults.image_size, "difficulty": defaults.difficulty,
+            "generator": synthetic_coco.VERSION}
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
     started = time.time()
-    machine = _machine()
-    print(f"machine: {machine}", flush=True)
+    print(f"machine: {results.machine()}", flush=True)
     timing = {}
     for name in args.runs:
         timing[name] = _time_run(args, name)
@@ -254,23 +205,15 @@ def main(argv=None) -> None:
             if two:
                 steps = max(1, round(args.budget * two["images_per_sec"] / two["images_per_step"]))
                 ap[distribution] = _ap_run(args, distribution, steps)
-    figures = _figures(timing, ap, args.budget)
-    print_horovod_table(timing)
-    print_strategy_table(figures, args.budget)
-    some = next(iter(timing.values()), None)
-    if some:
-        print(f"\nmodel: {some['parameters'] / 1e6:.1f}M trainable parameters "
-              f"({some['parameters'] * 4 / 1e6:.0f} MB of fp32 gradients per step)")
-    print(f"bench took {(time.time() - started) / 60:.1f} min")
-    os.makedirs(args.work_dir, exist_ok=True)
-    path = os.path.join(args.work_dir, "cpu_scaling.json")
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump({"machine": machine, "date": time.strftime("%Y-%m-%d"),
-                   "settings": {k: getattr(args, k) for k in
-                                ("steps", "chunk", "warmup", "budget", "hp", "env", "smoke")},
-                   "common_hyperparameters": COMMON_HPS, "timing": timing, "ap": ap,
-                   "figures": figures, "seconds": time.time() - started}, f, indent=1)
-    print(f"figures: {path}")
+    path = results.write(args.results_dir, "cpu_scaling", started, args.smoke, {
+        "settings": {k: getattr(args, k) for k in
+                     ("steps", "chunk", "warmup", "budget", "hp", "env", "runs")},
+        "dataset": _dataset(args), "common_hyperparameters": COMMON_HPS,
+        "ap_hyperparameters": AP_HPS, "timing": timing, "ap": ap,
+        "figures": _figures(timing, ap, args.budget)})
+    with open(path, encoding="utf-8") as f:
+        print("\n" + "\n".join(report.cpu_scaling_section(json.load(f))))
+    print(f"\nfigures: {path}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,274 @@
+"""docs/benchmarks.md from the JSON files of one `make bench` run (benchmarks/results.py).
+
+    python benchmarks/report.py [RESULTS_DIR] [--out docs/benchmarks.md]
+
+One section per file found in RESULTS_DIR (build/bench/results): demo_accuracy.json,
+cpu_scaling.json, converter_speed.json. Each section is one file, so one script's run: it starts
+with that run's date, machine and command, and a smoke run's section says that its figures mean
+nothing. Files measured on different machines are refused. The page says nothing that is not in
+the files or in the scripts. Standard library only.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import results
+
+REPO = results.REPO
+STRATEGIES = ("horovod", "multi_worker_mirrored", "parameter_server")
+HOROVOD_ONE_HOST = (("horovod-1x1", 1, 1), ("horovod-1x2", 1, 2), ("horovod-2x1", 2, 1))
+NONE = "–"
+
+
+class ReportError(ValueError):
+    pass
+
+
+def _cell(row: dict, key: str, fmt: str) -> str:
+    return fmt.format(row[key]) if row.get(key) is not None else NONE
+
+
+def _table(header: list, rows: list) -> list:
+    return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+            + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows])
+
+
+def _run_line(record: dict) -> list:
+    lines = [f"Measured {record['date']} on {record['machine']}, in {record['seconds'] / 60:.1f} "
+             f"min, by `{record['command']}`."]
+    if record.get("smoke"):
+        lines += ["", "**Smoke run: it only checked that the path works. These figures mean "
+                      "nothing.**"]
+    return lines
+
+
+def _dataset(dataset: dict) -> str:
+    sizes = ""
+    if "train_images" in dataset:
+        sizes = (f"{dataset['train_images']} training and {dataset['val_images']} validation "
+                 f"images of {dataset['image_size']} px, ")
+    return (f"{sizes}the {dataset['difficulty']} set of maskrcnn_local/synthetic_coco.py "
+            f"(generator version {dataset['generator']})")
+
+
+def demo_accuracy_section(record: dict) -> list:
+    hps = record["hyperparameters"]
+    lines = ["## `make demo`'s accuracy", ""] + _run_line(record) + [
+        "",
+        f"`python -m maskrcnn_local.local_run --draw 0`: what `make demo` trains, on "
+        f"{_dataset(record['dataset'])}, {record['ranks']} Horovod ranks on one host. "
+        "COCO evaluation of the validation images at each evaluation, read from the job's "
+        "TensorBoard summaries; the last row is what local_run printed at the end.",
+        "",
+        "Hyperparameters: " + ", ".join(f"`{k}={v}`" for k, v in sorted(hps.items())) + ".",
+        ""]
+    per_image = record["global_batch"] / record["dataset"]["train_images"]
+    rows = [[e["step"], f"{e['step'] * per_image:.1f}",
+             _cell(e, "eval/segm_AP", "{:.3f}"), _cell(e, "eval/segm_AP50", "{:.3f}"),
+             _cell(e, "eval/bbox_AP", "{:.3f}"), _cell(e, "eval/bbox_AP50", "{:.3f}")]
+            for e in record["evaluations"]]
+    final = record["final"]
+    rows.append(["final (printed)", NONE] + [_cell(final, key, "{:.3f}") for key in (
+        "eval/segm_AP", "eval/segm_AP50", "eval/bbox_AP", "eval/bbox_AP50")])
+    lines += _table(["step", "epoch", "mask AP", "mask AP50", "box AP", "box AP50"], rows)
+    lines += ["", f"The local run took {record['local_run_seconds'] / 60:.1f} min (dataset, "
+                  "training, evaluations, export; `make demo` adds the synth summary and the "
+                  "drawing)."]
+    return lines
+
+
+def _strategy_table(figures: dict, budget: int) -> list:
+    rows = [
+        ("images/s, 1 worker (1 host)", "images_per_sec_1", "{:.1f}"),
+        ("images/s, 2 workers (2 emulated hosts x 1 process)", "images_per_sec_2", "{:.1f}"),
+        ("scaling efficiency (2 workers / twice 1 worker)", "scaling_efficiency", "{:.2f}"),
+        ("a worker's step, 2 workers (s)", "step_s_2", "{:.3f}"),
+        ("one step's communication alone, 2 workers (ms)", "comm_ms_2", "{:.0f}"),
+        ("communication share of a worker's step, 2 workers", "comm_share_2", "{:.0%}"),
+        ("communication share, 1 worker", "comm_share_1", "{:.0%}"),
+        (f"steps in {budget} s of training (images per step)", None, None),
+        (f"mask AP after {budget} s of training", "ap_segm_AP", "{:.3f}"),
+        (f"box AP after {budget} s of training", "ap_bbox_AP", "{:.3f}"),
+        ("whole AP run (start-up, training, evaluation, export; s)", "ap_run_s", "{:.0f}"),
+    ]
+    if not budget:  # no AP runs
+        rows = [row for row in rows if row[1] is not None and not row[1].startswith("ap_")]
+    out = []
+    for label, key, fmt in rows:
+        if key is None:
+            cells = [f"{figures[d]['ap_steps']} ({figures[d]['images_per_step_2']})"
+                     if "ap_steps" in figures.get(d, {}) else NONE for d in STRATEGIES]
+        else:
+            cells = [_cell(figures.get(d, {}), key, fmt) for d in STRATEGIES]
+        if key == "comm_share_1":  # one synchronous worker communicates with nobody
+            cells = [c if d == "parameter_server" else NONE for c, d in zip(cells, STRATEGIES)]
+        out.append([label] + cells)
+    return _table(["2 workers on this machine"] + [f"`{d}`" for d in STRATEGIES], out)
+
+
+def _horovod_table(timing: dict) -> list:
+    rows = []
+    for name, ranks, threads in HOROVOD_ONE_HOST:
+        if name not in timing:
+            continue
+        r = timing[name]
+        comm = (NONE, NONE) if ranks == 1 else (f"{1000 * r['comm_s']:.0f}",
+                                                 f"{r['comm_s'] / r['step_s']:.0%}")
+        rows.append([f"{ranks} x {threads}", f"{r['step_s']:.3f}", f"{r['images_per_sec']:.1f}",
+                     comm[0], comm[1],
+                     f"{r['parse_images_per_sec_per_rank']:.0f} / "
+                     f"{r['input_images_per_sec_per_rank']:.0f}",
+                     f"{r['images_per_sec'] / ranks:.1f}"])
+    if not rows:
+        return []
+    lines = ["", "Horovod on one host (`mpirun`, shared memory), ranks x intra-op threads:", ""]
+    lines += _table(["ranks x intra-op threads", "step (s)", "images/s (all ranks)",
+                     "allreduce alone (ms)", "allreduce share of step",
+                     "input pipeline alone, images/s per rank (first pass decode+parse / from "
+                     "cache)", "model consumes, images/s per rank"], rows)
+    if all(name in timing for name, _, _ in HOROVOD_ONE_HOST):
+        one, both, two = (timing[name]["images_per_sec"] for name, _, _ in HOROVOD_ONE_HOST)
+        lines += ["", f"Scaling efficiency, 2 ranks x 1 thread against twice 1 rank x 1 thread: "
+                      f"{two / (2 * one):.2f}; 2 ranks x 1 thread against 1 rank x 2 threads "
+                      f"(the same cores): {two / both:.2f}."]
+    return lines
+
+
+def cpu_scaling_section(record: dict) -> list:
+    settings, timing = record["settings"], record["timing"]
+    budget = settings["budget"]
+    some = next(iter(timing.values()), None)
+    lines = ["## Training on CPU: the three distributions side by side", ""] + _run_line(record)
+    model = ""
+    if some:
+        model = (f" {some['parameters'] / 1e6:.1f}M trainable parameters "
+                 f"({some['parameters'] * 4 / 1e6:.0f} MB of fp32 gradients per step).")
+    hps = record["common_hyperparameters"] + settings["hp"]
+    env = "".join(f", `{k}={v}`" for k, v in sorted(settings["env"].items()))
+    lines += [
+        "",
+        "Every run is `python -m maskrcnn_local.local_run` with the demo's model (ResNet-18-FPN, "
+        f"compact heads), on {_dataset(record['dataset'])}, and "
+        + ", ".join(f"`{h}`" for h in hps) + env + " in every run." + model,
+        "The timing runs put `benchmarks/step_timing.py` in place of `train.py`: the job's own "
+        "entry point, trainer, backend, input pipeline and step; under `parameter_server` the "
+        "job's own supervisor, PS and worker tasks. Each: "
+        f"{settings['warmup']} warm-up steps, then {settings['steps']} steps in chunks of "
+        f"{settings['chunk']}, the median chunk.",
+        ""]
+    lines += _strategy_table(record["figures"], budget)
+    lines += [
+        "",
+        "- Placement. 1 worker: one host, one process of 1 intra-op thread (Horovod `mpirun -np "
+        "1`; MWMS one worker; PS its chief, one worker and one PS on the host). 2 workers: 2 "
+        "emulated hosts (`local_run --hosts 2`, the real SageMaker toolkit), one process of 1 "
+        "thread per host for all three, talking TCP over the emulated network. Horovod's ranks "
+        "also run one inter-op thread; the strategies set the intra-op threads only "
+        "([distribution.md](distribution.md), \"Threads\"), so a lone MWMS worker or a lone PS "
+        "host's tasks can use every core: the 2-worker rows, where each strategy has the same "
+        "cores for 2 workers, are the comparison.",
+        "- Communication alone: what one step moves, timed with nothing else running, as a "
+        "share of a worker's step: `horovod` one grouped allreduce of gradient-shaped tensors; "
+        "`multi_worker_mirrored` the strategy's all-reduce of the same; `parameter_server` one "
+        "worker reading every trainable variable from the PS tasks and sending a gradient-shaped "
+        "update back. The share is what a step would lose if nothing overlapped it.",
+    ]
+    if budget:
+        ap_hps = ", ".join(f"`{h}`" for h in record["ap_hyperparameters"])
+        lines.append(
+            f"- AP after {budget} s: each strategy trains `train.py` itself on the 2 emulated "
+            f"hosts for as many steps as its measured images/s make of {budget} s, then "
+            f"evaluates the validation images once ({ap_hps}, the steps as `max_steps`).")
+    lines += _horovod_table(timing)
+    return lines
+
+
+def converter_speed_section(record: dict) -> list:
+    lines = ["## COCO converter speed", ""] + _run_line(record) + [
+        "",
+        f"`benchmarks/converter_speed.py`: {record['images']} synthetic images of "
+        f"{record['image_size']} px (the {record['dataset']['difficulty']} set, generator "
+        f"version {record['dataset']['generator']}) converted by Model Garden's "
+        "`create_coco_tf_record --include_masks` and by `maskrcnn_job.data.coco_to_tfrecord`, "
+        f"{record['workers']} processes each, each a fresh process timed from start to exit; "
+        f"{record['repeats']} alternating runs each, the median.",
+        ""]
+    rows = []
+    for key, label in (("model_garden", "Model Garden `create_coco_tf_record`"),
+                       ("ours", "ours, every annotation validated and every image decoded")):
+        r = record[key]
+        rows.append([label, f"{r['seconds']:.1f} s", f"{r['cpu_seconds']:.1f} s",
+                     f"{r['tfrecord_mb']:.1f} MB"])
+    lines += _table(["converter", "wall time", "CPU time", "output"], rows)
+    all_seconds = record["all_seconds"]
+    lines += ["", f"Speed ratio (Model Garden's time / ours): **{record['speed_ratio']:.2f}x**. "
+                  "Every run's wall time: Model Garden "
+                  + ", ".join(f"{s:.1f}" for s in all_seconds["model_garden"]) + " s; ours "
+                  + ", ".join(f"{s:.1f}" for s in all_seconds["ours"]) + " s."]
+    return lines
+
+
+SECTIONS = (("demo_accuracy", demo_accuracy_section), ("cpu_scaling", cpu_scaling_section),
+            ("converter_speed", converter_speed_section))
+
+
+def load(results_dir: str) -> dict:
+    """{benchmark: record} of the files found; refuses none, and files of different machines."""
+    records = {}
+    for name, _ in SECTIONS:
+        path = os.path.join(results_dir, f"{name}.json")
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                records[name] = json.load(f)
+    if not records:
+        raise ReportError(f"no benchmark results in {results_dir}: run `make bench`")
+    machines = {record["machine"] for record in records.values()}
+    if len(machines) > 1:
+        raise ReportError(f"{results_dir} holds results of {len(machines)} machines "
+                          f"({sorted(machines)}): one run's files only")
+    return records
+
+
+def render(records: dict, results_dir: str) -> str:
+    lines = [
+        "# Benchmarks",
+        "",
+        "Written by `make bench` (`benchmarks/report.py`, from the JSON files of one run in "
+        f"`{results_dir}`): do not edit it by hand. Each section is one script's run, with its "
+        "date, machine and command. The figures are CPU figures of this project's job on a "
+        "small synthetic dataset: they compare settings on one machine and predict no GPU "
+        "figure (published GPU figures: [training-recipe.md](training-recipe.md)).",
+    ]
+    if any(record.get("smoke") for record in records.values()):
+        lines += ["", "**This page holds a smoke run (marked below): its figures mean nothing. "
+                      "`make bench` replaces it with a real run.**"]
+    for name, section in SECTIONS:
+        if name in records:
+            lines += [""] + section(records[name])
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results_dir", nargs="?", default=results.DEFAULT_RESULTS_DIR)
+    parser.add_argument("--out", default=os.path.join(REPO, "docs", "benchmarks.md"))
+    args = parser.parse_args(argv)
+    try:
+        records = load(args.results_dir)
+    except ReportError as error:
+        print(f"report: {error}", file=sys.stderr)
+        return 2
+    shown = os.path.abspath(args.results_dir)
+    if shown.startswith(REPO + os.sep):
+        shown = os.path.relpath(shown, REPO)
+    with open(args.out, "w", encoding="utf-8") as f:
+        f.write(render(records, shown))
+    print(f"{args.out}: {', '.join(records)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

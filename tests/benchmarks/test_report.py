@@ -1,0 +1,133 @@
+"""benchmarks/report.py: the JSON files of one `make bench` run -> docs/benchmarks.md (fast: a
+small fixture, the renderer run as `make bench` runs it)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPORT = os.path.join(REPO, "benchmarks", "report.py")
+MACHINE = "Test CPU, 2 cores, 24 GiB, Debian 12, Python 3.11.7, TensorFlow 2.18.0, Horovod 0.28.1"
+
+
+def _envelope(benchmark: str, command: str, smoke: bool = False) -> dict:
+    return {"benchmark": benchmark, "date": "2026-01-02", "machine": MACHINE,
+            "command": command, "smoke": smoke, "seconds": 90.0}
+
+
+DATASET = {"train_images": 400, "val_images": 50, "image_size": 128, "difficulty": "hard",
+           "generator": 4}
+TIMING = {"workers": 1, "images_per_step": 2, "images_per_sec": 5.5, "step_s": 0.361,
+          "comm_s": 0.0, "parameters": 12_400_000, "parse_images_per_sec_per_rank": 4682.0,
+          "input_images_per_sec_per_rank": 5362.0}
+
+
+def _fixture() -> dict:
+    demo = dict(_envelope("demo_accuracy", "python benchmarks/demo_accuracy.py"),
+                hyperparameters={"backbone": "resnet18", "base_learning_rate": "0.04"},
+                ranks=2, global_batch=4, dataset=DATASET, local_run_seconds=1000.0,
+                evaluations=[{"step": 400, "eval/segm_AP": 0.0971, "eval/segm_AP50": 0.176,
+                              "eval/bbox_AP": 0.107, "eval/bbox_AP50": 0.189},
+                             {"step": 1200, "eval/segm_AP": 0.2124, "eval/segm_AP50": 0.336,
+                              "eval/bbox_AP": 0.239, "eval/bbox_AP50": 0.359}],
+                final={"eval/segm_AP": 0.2124, "eval/segm_AP50": 0.336, "eval/bbox_AP": 0.239,
+                       "eval/bbox_AP50": 0.359})
+    two_hosts = dict(TIMING, workers=2, images_per_sec=7.8, step_s=0.511, comm_s=0.096,
+                     images_per_step=4)
+    cpu = dict(_envelope("cpu_scaling", "python benchmarks/cpu_scaling.py --smoke", smoke=True),
+               settings={"steps": 4, "chunk": 2, "warmup": 2, "budget": 5, "hp": [], "env": {},
+                         "runs": ["horovod-1x1", "horovod-2h"]},
+               dataset=DATASET, common_hyperparameters=["batch_norm=per_rank"],
+               ap_hyperparameters=["base_learning_rate=0.01"],
+               timing={"horovod-1x1": TIMING, "horovod-2h": two_hosts},
+               ap={"horovod": {"steps": 10, "run_s": 248.0, "segm_AP": 0.02, "bbox_AP": 0.022}},
+               figures={"horovod": {"images_per_sec_1": 5.5, "comm_share_1": 0.0,
+                                    "images_per_sec_2": 7.8, "step_s_2": 0.511, "comm_ms_2": 96.0,
+                                    "comm_share_2": 0.188, "images_per_step_2": 4,
+                                    "scaling_efficiency": 0.709, "ap_steps": 10,
+                                    "ap_run_s": 248.0, "ap_segm_AP": 0.02, "ap_bbox_AP": 0.022,
+                                    "budget_s": 5},
+                        "multi_worker_mirrored": {}, "parameter_server": {}})
+    converter = dict(_envelope("converter_speed", "python benchmarks/converter_speed.py"),
+                     images=2000, image_size=256, workers=2, repeats=3,
+                     dataset={"difficulty": "easy", "generator": 4}, cores=2,
+                     all_seconds={"model_garden": [9.0, 9.4, 8.8], "ours": [2.6, 2.7, 2.5]},
+                     model_garden={"seconds": 9.0, "cpu_seconds": 11.8, "tfrecord_mb": 73.8},
+                     ours={"seconds": 2.6, "cpu_seconds": 4.8, "tfrecord_mb": 75.2},
+                     speed_ratio=3.46)
+    return {"demo_accuracy": demo, "cpu_scaling": cpu, "converter_speed": converter}
+
+
+def _write(directory, records: dict) -> None:
+    for name, record in records.items():
+        (directory / f"{name}.json").write_text(json.dumps(record))
+
+
+def _report(results, out):
+    return subprocess.run([sys.executable, REPORT, str(results), "--out", str(out)],
+                          capture_output=True, text=True, timeout=60)
+
+
+def _sections(text: str) -> dict:
+    parts = text.split("\n## ")
+    return {part.split("\n", 1)[0]: part for part in parts[1:]}
+
+
+def test_each_section_is_one_run_with_its_date_machine_and_command(tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    _write(results, _fixture())
+    out = tmp_path / "benchmarks.md"
+    done = _report(results, out)
+    assert done.returncode == 0, done.stderr
+    text = out.read_text()
+    assert text.startswith("# Benchmarks\n") and "Written by `make bench`" in text
+    sections = _sections(text)
+    assert list(sections) == ["`make demo`'s accuracy",
+                              "Training on CPU: the three distributions side by side",
+                              "COCO converter speed"]
+    for section, command in zip(sections.values(), ("benchmarks/demo_accuracy.py",
+                                                    "benchmarks/cpu_scaling.py --smoke",
+                                                    "benchmarks/converter_speed.py")):
+        assert f"Measured 2026-01-02 on {MACHINE}, in 1.5 min, by `python {command}`." in section
+    demo, cpu, converter = sections.values()
+    assert "| 400 | 4.0 | 0.097 | 0.176 | 0.107 | 0.189 |" in demo
+    assert "| 1200 | 12.0 | 0.212 | 0.336 | 0.239 | 0.359 |" in demo
+    assert "| final (printed) | – | 0.212 | 0.336 | 0.239 | 0.359 |" in demo
+    assert "`base_learning_rate=0.04`" in demo and "400 training and 50 validation" in demo
+    # Only the smoke run says its figures mean nothing, and the page says it holds one.
+    assert "mean nothing" in cpu and "mean nothing" not in demo + converter
+    assert "This page holds a smoke run" in text
+    assert "| images/s, 2 workers (2 emulated hosts x 1 process) | 7.8 | – | – |" in cpu
+    assert "| scaling efficiency (2 workers / twice 1 worker) | 0.71 | – | – |" in cpu
+    assert "| communication share, 1 worker | – | – | – |" in cpu
+    assert "| steps in 5 s of training (images per step) | 10 (4) | – | – |" in cpu
+    assert "12.4M trainable parameters (50 MB of fp32 gradients per step)" in cpu
+    assert "| 1 x 1 | 0.361 | 5.5 | – | – | 4682 / 5362 | 5.5 |" in cpu
+    assert ("| Model Garden `create_coco_tf_record` | 9.0 s | 11.8 s | 73.8 MB |" in converter)
+    assert "**3.46x**" in converter and "9.0, 9.4, 8.8 s" in converter
+
+
+def test_a_run_without_ap_shows_no_ap_rows(tmp_path):
+    records = {"cpu_scaling": _fixture()["cpu_scaling"]}
+    records["cpu_scaling"]["settings"]["budget"] = 0
+    _write(tmp_path, records)
+    done = _report(tmp_path, tmp_path / "out.md")
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "out.md").read_text()
+    assert "AP" not in text.split("| 2 workers on this machine")[1]
+
+
+@pytest.mark.parametrize("case", ["empty", "two machines"])
+def test_results_that_are_not_one_run_are_refused(tmp_path, case):
+    if case == "two machines":
+        records = _fixture()
+        records["converter_speed"]["machine"] = "Another CPU"
+        _write(tmp_path, records)
+    out = tmp_path / "out.md"
+    done = _report(tmp_path, out)
+    assert done.returncode == 2 and not out.exists()
+    assert ("no benchmark results" if case == "empty" else "2 machines") in done.stderr
