@@ -2,11 +2,14 @@
 
 Shared by the notebooks beside this package and usable as a CLI: `python -m maskrcnn_launcher -h`.
 Modules: settings (SSM -> Deployment), instances (GPU table), options (the user's choices),
-jobs (the SageMaker SDK 3 ModelTrainer of a launch), validation (the one check of the request
-as sent), submit (sends it), follow (status, logs, metrics), data_prep (staging, DataSync, FSx
-import status), deploy (a finished job's model on an auto-scaling endpoint, invocations,
-deletion; boto3 only), detections (an endpoint's answer drawn, latency percentiles). Importing
-the package does not import the SDK; `jobs` and `submit` do.
+plan (a training launch resolved once: distribution, ranks per host, parsed hyperparameters,
+channels, names), inputs (what a launch needs that is not staged in S3), jobs (the plan as the
+SageMaker SDK 3 ModelTrainer), session (the SDK session and the hook that checks each request it
+sends), validation (the one check of the request as sent), submit (sends it), follow (status,
+logs, metrics), data_prep (staging, DataSync, FSx import status), deploy (a finished job's model
+on an auto-scaling endpoint, invocations, deletion; boto3 only), detections (an endpoint's answer
+drawn, latency percentiles). Importing the package does not import the SDK; `jobs`, `session`
+and `submit` do.
 """
 
 from maskrcnn_launcher.instances import GPUS_PER_INSTANCE, InstanceTypeError, processes_per_host

@@ -27,7 +27,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from botocore.exceptions import ClientError
 
-from maskrcnn_contract import job_io, ssm
+from maskrcnn_contract import job_io, s3_objects, ssm
 from maskrcnn_launcher import follow, instances
 from maskrcnn_launcher.settings import Deployment
 
@@ -150,7 +150,7 @@ def _is_missing(error: ClientError) -> bool:
 def _is_staging_job(deployment: Deployment, name: str, job: Optional[dict] = None) -> bool:
     if name.startswith(f"{deployment.job_name_prefix}-stage-coco-"):
         return True
-    return bool(job) and job.get("HyperParameters", {}).get("sagemaker_program") == \
+    return bool(job) and job.get("HyperParameters", {}).get(job_io.PROGRAM) == \
         job_io.STAGING_PROGRAM
 
 
@@ -169,15 +169,15 @@ def latest_completed_job(sagemaker_client, deployment: Deployment) -> Optional[s
 
 
 def _s3_object_problem(s3_client, uri: str) -> Optional[str]:
-    bucket, _, key = uri[len("s3://"):].partition("/")
+    folder, _, name = uri.rpartition("/")
+    bucket, prefix = s3_objects.split_s3_uri(folder)
     try:
-        s3_client.head_object(Bucket=bucket, Key=key)
-        return None
-    except ClientError as error:
+        if s3_objects.object_exists(s3_client, bucket, prefix + name):
+            return None
+    except ClientError as error:  # not a missing object: denied, or another error
         code = error.response.get("Error", {}).get("Code", "")
-        if code in ("404", "NoSuchKey", "NotFound"):
-            return f"model artifacts {uri} do not exist (deleted?)"
         return f"model artifacts {uri} cannot be read ({code}: {error})"
+    return f"model artifacts {uri} do not exist (deleted?)"
 
 
 def training_job(sagemaker_client, s3_client, deployment: Deployment,

@@ -4,9 +4,11 @@ import dataclasses
 from typing import Dict, Optional
 
 from maskrcnn_contract import job_io
-from maskrcnn_contract.hyperparameters import DISTRIBUTIONS  # noqa: F401 (the package exports it)
+from maskrcnn_contract.hyperparameters import DISTRIBUTIONS, Hyperparameters
 
 DATA_SOURCES = ("s3", "efs", "fsx")
+HOROVOD, MWMS, PARAMETER_SERVER = DISTRIBUTIONS
+DEFAULT_DISTRIBUTION = Hyperparameters.distribution
 
 
 class LaunchRequestError(ValueError):

@@ -11,72 +11,41 @@ parameter_server, and nothing that starts another runner), parameter servers on 
 instances, and what each distribution allows of the other hyperparameters. Limits that SageMaker
 reports clearly by itself (name lengths, counts, id formats) are left to SageMaker.
 
-Two choices leave no trace in the request, so `distribution_of` checks them on the options,
-before the request is built: a distribution given twice (option and hyperparameter) with two
-values, and the Horovod-only settings (processes per host, mpirun options) with another one.
+What leaves no trace in the request (a distribution given twice with two values, the Horovod-only
+settings with another one) is refused earlier, when the launch is planned (`plan.py`).
 """
 
+import os
 from typing import List, Mapping
 
 from maskrcnn_contract import hyperparameters, job_io
 
 from maskrcnn_launcher import instances
-from maskrcnn_launcher.options import LaunchOptions, LaunchRequestError
+from maskrcnn_launcher.options import (DEFAULT_DISTRIBUTION, HOROVOD, MWMS, PARAMETER_SERVER,
+                                       LaunchRequestError)
 from maskrcnn_launcher.settings import Deployment
 
 TRAINING, STAGING = "training", "staging"
-HOROVOD, MWMS, PARAMETER_SERVER = hyperparameters.DISTRIBUTIONS
-DEFAULT_DISTRIBUTION = hyperparameters.Hyperparameters.distribution
+
+# The toolkit's MPI settings share a prefix: any of them, sent or not, is the MPI runner's.
+_MPI_PREFIX = os.path.commonprefix(
+    [job_io.MPI_ENABLED, job_io.MPI_PROCESSES_PER_HOST, job_io.MPI_CUSTOM_OPTIONS])
 
 # The toolkit's hyperparameters that choose how it starts the program on each host
 # (sagemaker-training params.py, sagemaker_tensorflow_container/training.py; docs/aws-rules.md
 # SM-13), by prefix, and what each one starts. A request carries exactly those of its
 # distribution (job_io.distribution_hyperparameters).
 _RUNNERS = {
-    "sagemaker_mpi_": "the toolkit's MPI runner (mpirun, one rank per GPU: distribution=horovod)",
+    _MPI_PREFIX: "the toolkit's MPI runner (mpirun, one rank per GPU: distribution=horovod)",
     job_io.MWMS_TOOLKIT_FLAG: "the toolkit's TF_CONFIG for MultiWorkerMirroredStrategy "
                               "(distribution=multi_worker_mirrored)",
-    "sagemaker_parameter_server_enabled": (
+    job_io.PARAMETER_SERVER_TOOLKIT_FLAG: (
         "the toolkit's TF1 parameter-server cluster: a `master` task that TF2's "
         "ParameterServerStrategy rejects, and PS servers of its own on port 2223 of every host "
         "(distribution=parameter_server builds its own cluster and needs no toolkit flag)"),
-    "sagemaker_distributed_dataparallel_": "SageMaker's data-parallel library (not in this job)",
-    "sagemaker_distribution_instance_groups": "the toolkit's choice of the hosts to distribute",
+    job_io.DATA_PARALLEL_PREFIX: "SageMaker's data-parallel library (not in this job)",
+    job_io.DISTRIBUTION_INSTANCE_GROUPS: "the toolkit's choice of the hosts to distribute",
 }
-
-
-def distribution_of(options: LaunchOptions) -> str:
-    """The launch's distribution: `options.distribution`, else the `distribution` hyperparameter,
-    else horovod. Raises LaunchRequestError for what the request could no longer show: two
-    different values, an unknown one, and Horovod's own settings with another distribution."""
-    problems = []
-    chosen = options.distribution
-    given = options.hyperparameters.get("distribution")
-    if given is not None:
-        given = str(hyperparameters.decode({"distribution": given})["distribution"])
-    if chosen is not None and given is not None and chosen != given:
-        problems.append(
-            f"distribution {chosen!r} (--distribution, distribution= or DISTRIBUTION in a "
-            f"notebook) and the hyperparameter distribution={given!r} differ: give the strategy "
-            "once")
-    distribution = chosen or given or DEFAULT_DISTRIBUTION
-    if distribution not in hyperparameters.DISTRIBUTIONS:
-        problems.append(f"distribution {distribution!r}: expected one of "
-                        f"{', '.join(hyperparameters.DISTRIBUTIONS)}")
-    elif distribution != HOROVOD:
-        if options.processes_per_host not in (None, 1):
-            problems.append(
-                f"processes per host {options.processes_per_host} (--processes-per-host) sets "
-                f"Horovod's ranks per instance; distribution={distribution} runs one process per "
-                "host that uses all its GPUs: leave it unset, or choose distribution=horovod")
-        if options.mpi_options != job_io.DEFAULT_MPI_OPTIONS:
-            problems.append(
-                f"mpi_options {options.mpi_options!r} are mpirun's, and only distribution=horovod "
-                f"starts mpirun; distribution={distribution} would ignore them: leave them unset, "
-                "or choose distribution=horovod")
-    if problems:
-        raise LaunchRequestError("invalid launch:\n  - " + "\n  - ".join(problems))
-    return distribution
 
 
 def _channel_problems(channels: List[Mapping], deployment: Deployment) -> List[str]:
@@ -123,11 +92,11 @@ def _distribution_problems(hps: Mapping[str, str], distribution: str,
         problems.append(f"hyperparameter {key}={sent[key]!r} {what}: remove it (the launcher "
                         "sends the toolkit's hyperparameters that each distribution needs)")
     if distribution == HOROVOD:
-        ranks = hps.get("sagemaker_mpi_num_of_processes_per_host", "")
-        if hps.get("sagemaker_mpi_enabled") != "true" or not ranks.isdigit() or int(ranks) < 1:
+        ranks = hps.get(job_io.MPI_PROCESSES_PER_HOST, "")
+        if hps.get(job_io.MPI_ENABLED) != "true" or not ranks.isdigit() or int(ranks) < 1:
             problems.append(
                 "distribution=horovod: the toolkit's MPI runner must be enabled "
-                "(sagemaker_mpi_enabled=true, sagemaker_mpi_num_of_processes_per_host >= 1)")
+                f"({job_io.MPI_ENABLED}=true, {job_io.MPI_PROCESSES_PER_HOST} >= 1)")
     elif distribution == MWMS and hps.get(job_io.MWMS_TOOLKIT_FLAG) != "true":
         problems.append(
             f"distribution=multi_worker_mirrored needs {job_io.MWMS_TOOLKIT_FLAG}=true: without "
@@ -145,9 +114,10 @@ def _distribution_problems(hps: Mapping[str, str], distribution: str,
 def _hyperparameter_problems(hps: Mapping[str, str], channels: List[Mapping],
                              instance_count: int) -> List[str]:
     problems = []
-    distribution = hyperparameters.decode(hps).get("distribution", DEFAULT_DISTRIBUTION)
+    decoded = hyperparameters.decode(hps)
+    distribution = decoded.get("distribution", DEFAULT_DISTRIBUTION)
     try:
-        parsed = hyperparameters.parse(hyperparameters.decode(hps))
+        parsed = hyperparameters.parse(decoded)
     except hyperparameters.HyperparameterError as error:
         problems.append(str(error))
     else:

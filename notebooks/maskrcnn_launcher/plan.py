@@ -1,0 +1,203 @@
+"""A training launch resolved once, before anything is built or sent.
+
+`training_plan` reads the user's options and hyperparameters once and decides everything a
+launch depends on: the distribution (the option or the `distribution` hyperparameter, given twice
+they must agree), Horovod's ranks per host, the hyperparameters parsed as the job will parse them,
+the dictionary sent, the input channels, the run's names and checkpoint location, and what to
+tell the user. Refused here (LaunchRequestError, InstanceTypeError), naming each bad value:
+what the request could no longer show (a strategy given twice, Horovod's settings with another),
+a bad run name, hyperparameters the job's parser rejects, inputs not staged (`inputs`), a data
+source the deployment lacks. The request built from the plan is checked again as it is sent
+(`validation`, through `session`).
+
+No SageMaker SDK here: `jobs` turns a plan into the SDK's ModelTrainer.
+"""
+
+import dataclasses
+import re
+import secrets
+from typing import Dict, List, Optional, Tuple
+
+from maskrcnn_contract import hyperparameters, job_io
+from maskrcnn_contract.hyperparameters import Hyperparameters
+
+from maskrcnn_launcher import inputs, instances
+from maskrcnn_launcher.options import (DATA_SOURCES, DEFAULT_DISTRIBUTION, HOROVOD,
+                                       PARAMETER_SERVER, LaunchOptions, LaunchRequestError)
+from maskrcnn_launcher.settings import Deployment
+
+_RUN_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+# The SDK appends "-YYYYmmddHHMMSS" and cuts the name at SageMaker's 63 characters: a longer base
+# would lose the time stamp that keeps job names unique.
+MAX_BASE_NAME = 63 - 15
+FROM_SCRATCH_WARNING = (
+    "warning: no pretrained backbone; the backbone starts from random weights. The reference "
+    "box AP ~37.7 / mask AP ~33.9 after 12 epochs starts from ImageNet weights; from scratch, "
+    "Mask R-CNN needs about 3x longer schedules and synchronized batch norm to catch up (He et "
+    "al. 2018, 'Rethinking ImageNet Pre-training').")
+
+
+@dataclasses.dataclass(frozen=True)
+class Channel:
+    """One input of the job, as SageMaker reads it: an S3 prefix, or a directory of the
+    deployment's EFS or FSx file system."""
+
+    name: str  # one of job_io.TRAINING_CHANNELS
+    location: str  # the S3 URI, or the directory path in the file system
+    file_system_type: Optional[str] = None  # None for S3; "EFS" or "FSxLustre"
+    file_system_id: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchPlan:
+    """Everything a training launch depends on, decided once; `jobs.training_job` builds the
+    request from it."""
+
+    distribution: str
+    ranks_per_host: int  # processes the toolkit starts on every host
+    hyperparameters: Hyperparameters  # as the job will parse what is sent
+    sent_hyperparameters: Dict[str, object]  # the user's, batch_norm, distribution, toolkit's
+    channels: Tuple[Channel, ...]
+    run_name: str
+    base_job_name: str  # the job is named <base_job_name>-<time>
+    checkpoint_s3_uri: str  # shared by every job of the run
+    max_run_seconds: int
+    max_wait_seconds: Optional[int]  # managed spot only
+    notes: Tuple[str, ...]  # the warnings and the choices made for the user, to show
+
+
+def distribution_of(options: LaunchOptions, decoded: Dict[str, object]) -> str:
+    """The launch's distribution: `options.distribution`, else the `distribution` hyperparameter
+    (`decoded`: the user's, decoded), else horovod. Raises LaunchRequestError for what the request
+    could no longer show: two different values, an unknown one, and Horovod's own settings with
+    another distribution."""
+    problems = []
+    chosen = options.distribution
+    given = decoded.get("distribution")
+    if given is not None:
+        given = str(given)
+    if chosen is not None and given is not None and chosen != given:
+        problems.append(
+            f"distribution {chosen!r} (--distribution, distribution= or DISTRIBUTION in a "
+            f"notebook) and the hyperparameter distribution={given!r} differ: give the strategy "
+            "once")
+    distribution = chosen or given or DEFAULT_DISTRIBUTION
+    if distribution not in hyperparameters.DISTRIBUTIONS:
+        problems.append(f"distribution {distribution!r}: expected one of "
+                        f"{', '.join(hyperparameters.DISTRIBUTIONS)}")
+    elif distribution != HOROVOD:
+        if options.processes_per_host not in (None, 1):
+            problems.append(
+                f"processes per host {options.processes_per_host} (--processes-per-host) sets "
+                f"Horovod's ranks per instance; distribution={distribution} runs one process per "
+                "host that uses all its GPUs: leave it unset, or choose distribution=horovod")
+        if options.mpi_options != job_io.DEFAULT_MPI_OPTIONS:
+            problems.append(
+                f"mpi_options {options.mpi_options!r} are mpirun's, and only distribution=horovod "
+                f"starts mpirun; distribution={distribution} would ignore them: leave them unset, "
+                "or choose distribution=horovod")
+    if problems:
+        raise LaunchRequestError("invalid launch:\n  - " + "\n  - ".join(problems))
+    return distribution
+
+
+def ranks_per_host(distribution: str, options: LaunchOptions) -> int:
+    """Processes the toolkit starts on every host: one Horovod rank per GPU (mpirun), or one
+    process using all the host's GPUs for the tf.distribute strategies."""
+    if distribution == HOROVOD:
+        return instances.processes_per_host(options.instance_type, options.processes_per_host)
+    instances.check_instance_type(options.instance_type)
+    return 1
+
+
+def base_job_name(deployment: Deployment, run_name: str) -> str:
+    if not _RUN_NAME.match(run_name):
+        raise LaunchRequestError(f"run name {run_name!r}: lowercase letters and digits in groups "
+                                 "joined by single hyphens, e.g. 'fsx-baseline-1'")
+    base = f"{deployment.job_name_prefix}-{run_name}"
+    if len(base) > MAX_BASE_NAME:
+        raise LaunchRequestError(
+            f"run name {run_name!r}: '{base}' is {len(base)} characters; at most {MAX_BASE_NAME} "
+            "leave room for the time stamp SageMaker job names get")
+    return base
+
+
+def _channel(deployment: Deployment, data_source: str, name: str, s3_uri: str,
+             efs_path: str, fsx_path: Optional[str]) -> Channel:
+    """One input from the launch's data source. The file systems hold the bucket's prefixes at
+    the same relative paths."""
+    if data_source == "s3":
+        return Channel(name, s3_uri)
+    if data_source == "efs":
+        return Channel(name, efs_path, "EFS", deployment.efs_id)
+    if data_source == "fsx":
+        if not deployment.fsx_enabled:
+            raise LaunchRequestError(
+                f"data source 'fsx': this deployment has no FSx file system (no "
+                f"{deployment.ssm_path}/fsx-id parameter); deploy with maskrcnn:fsx_enabled=true "
+                "or use data source s3 or efs")
+        return Channel(name, fsx_path, "FSxLustre", deployment.fsx_id)
+    raise LaunchRequestError(
+        f"data source {data_source!r} is not one of {', '.join(DATA_SOURCES)}")
+
+
+def input_channels(deployment: Deployment, data_source: str,
+                   backbone: Optional[str]) -> Tuple[Channel, ...]:
+    """The `train` channel and, with a backbone, its checkpoint as the `pretrained` channel."""
+    channels = [_channel(deployment, data_source, job_io.TRAIN_CHANNEL, deployment.data_s3_uri,
+                         deployment.efs_data_path, deployment.fsx_data_path)]
+    if backbone:
+        below = job_io.pretrained_key_prefix("", backbone).rstrip("/")
+        channels.append(_channel(
+            deployment, data_source, job_io.PRETRAINED_CHANNEL,
+            f"{deployment.pretrained_s3_uri}{below}/", f"{deployment.efs_pretrained_path}/{below}",
+            deployment.fsx_pretrained_path and f"{deployment.fsx_pretrained_path}/{below}"))
+    return tuple(channels)
+
+
+def _parsed(raw: Dict[str, object]) -> Hyperparameters:
+    try:
+        return hyperparameters.parse(raw)
+    except hyperparameters.HyperparameterError as error:
+        raise LaunchRequestError(str(error)) from None
+
+
+def training_plan(deployment: Deployment, options: LaunchOptions, s3_client) -> LaunchPlan:
+    """The plan of one Mask R-CNN training launch; raises naming what cannot go out (the module
+    docstring lists it). `s3_client` looks up the staged inputs."""
+    decoded = hyperparameters.decode(options.hyperparameters)
+    distribution = distribution_of(options, decoded)
+    ranks = ranks_per_host(distribution, options)
+    run_name = options.run_name or f"{options.data_source}-{secrets.token_hex(3)}"
+    base = base_job_name(deployment, run_name)
+    parsed = _parsed({**decoded, "distribution": distribution})
+    notes: List[str] = []
+    if not options.use_pretrained:
+        notes.append(FROM_SCRATCH_WARNING)
+        # Frozen statistics need pretrained ones. A frozen choice of the user's is left for the
+        # request check to refuse, with the request.
+        if options.hyperparameters.get("batch_norm") is None:
+            parsed = dataclasses.replace(
+                parsed, batch_norm=hyperparameters.batch_norm_without_pretrained(distribution))
+            why = "without pretrained statistics the backbone's batch norm cannot be frozen"
+            if distribution == PARAMETER_SERVER:
+                why += (", and parameter servers have no synchronous step to normalize over the "
+                        "global batch")
+            notes.append(f"batch_norm={parsed.batch_norm}: {why}")
+    backbone = parsed.backbone if options.use_pretrained else None
+    missing = inputs.missing_training_inputs(s3_client, deployment, backbone)
+    if missing:
+        raise LaunchRequestError(inputs.refusal(missing))
+    channels = input_channels(deployment, options.data_source, backbone)
+    sent = {**options.hyperparameters, "batch_norm": parsed.batch_norm,
+            "distribution": distribution,
+            **job_io.distribution_hyperparameters(distribution, ranks, options.mpi_options)}
+    max_wait = None
+    if options.use_spot:
+        max_wait = int((options.max_wait_hours or 2 * options.max_run_hours) * 3600)
+    return LaunchPlan(
+        distribution=distribution, ranks_per_host=ranks, hyperparameters=parsed,
+        sent_hyperparameters=sent, channels=channels, run_name=run_name, base_job_name=base,
+        checkpoint_s3_uri=deployment.checkpoint_s3_uri(base),
+        max_run_seconds=int(options.max_run_hours * 3600), max_wait_seconds=max_wait,
+        notes=tuple(notes))
