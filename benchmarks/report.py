@@ -143,15 +143,15 @@ def cpu_scaling_section(record: dict) -> list:
     lines = ["## Training on CPU: the three distributions side by side", ""] + _run_line(record)
     model = ""
     if some:
-        model = (f" {some['parameters'] / 1e6:.1f}M trainable parameters "
+        model = (f" The model: {some['parameters'] / 1e6:.1f}M trainable parameters "
                  f"({some['parameters'] * 4 / 1e6:.0f} MB of fp32 gradients per step).")
-    hps = record["common_hyperparameters"] + settings["hp"]
-    env = "".join(f", `{k}={v}`" for k, v in sorted(settings["env"].items()))
+    hps = ", ".join(f"`{h}`" for h in record["common_hyperparameters"] + settings["hp"])
+    env = ", ".join(f"`{k}={v}`" for k, v in sorted(settings["env"].items()))
     lines += [
         "",
         "Every run is `python -m maskrcnn_local.local_run` with the demo's model (ResNet-18-FPN, "
-        f"compact heads), on {_dataset(record['dataset'])}, and "
-        + ", ".join(f"`{h}`" for h in hps) + env + " in every run." + model,
+        f"compact heads), on {_dataset(record['dataset'])}. Hyperparameters of every run: {hps}"
+        + (f"; environment: {env}" if env else "") + "." + model,
         "The timing runs put `benchmarks/step_timing.py` in place of `train.py`: the job's own "
         "entry point, trainer, backend, input pipeline and step; under `parameter_server` the "
         "job's own supervisor, PS and worker tasks. Each: "
@@ -193,7 +193,8 @@ def converter_speed_section(record: dict) -> list:
         f"version {record['dataset']['generator']}) converted by Model Garden's "
         "`create_coco_tf_record --include_masks` and by `maskrcnn_job.data.coco_to_tfrecord`, "
         f"{record['workers']} processes each, each a fresh process timed from start to exit; "
-        f"{record['repeats']} alternating runs each, the median.",
+        + (f"{record['repeats']} alternating runs each, the median." if record["repeats"] > 1
+           else "one run each."),
         ""]
     rows = []
     for key, label in (("model_garden", "Model Garden `create_coco_tf_record`"),

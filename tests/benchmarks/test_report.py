@@ -105,10 +105,12 @@ def test_each_section_is_one_run_with_its_date_machine_and_command(tmp_path):
     assert "| scaling efficiency (2 workers / twice 1 worker) | 0.71 | – | – |" in cpu
     assert "| communication share, 1 worker | – | – | – |" in cpu
     assert "| steps in 5 s of training (images per step) | 10 (4) | – | – |" in cpu
-    assert "12.4M trainable parameters (50 MB of fp32 gradients per step)" in cpu
+    assert "Hyperparameters of every run: `batch_norm=per_rank`." in cpu
+    assert "The model: 12.4M trainable parameters (50 MB of fp32 gradients per step)." in cpu
     assert "| 1 x 1 | 0.361 | 5.5 | – | – | 4682 / 5362 | 5.5 |" in cpu
     assert ("| Model Garden `create_coco_tf_record` | 9.0 s | 11.8 s | 73.8 MB |" in converter)
     assert "**3.46x**" in converter and "9.0, 9.4, 8.8 s" in converter
+    assert "3 alternating runs each, the median" in converter
 
 
 def test_a_run_without_ap_shows_no_ap_rows(tmp_path):
