@@ -150,9 +150,9 @@ DETECTRON_1X = {"batch": 16, "learning_rate": 0.02, "steps": 90000, "drops": (60
 
 
 def _recipe_table():
-    """{gpus: row} of the table in training_code/README.md's "The reference recipe"."""
-    readme = os.path.join(os.path.dirname(__file__), "..", "..", "training_code", "README.md")
-    with open(readme, encoding="utf-8") as f:
+    """{gpus: row} of the table in docs/training-recipe.md's "The reference recipe"."""
+    doc = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "training-recipe.md")
+    with open(doc, encoding="utf-8") as f:
         text = f.read().split("### The reference recipe", 1)[1].split("\n## ", 1)[0]
     rows = {}
     for line in text.splitlines():
@@ -166,7 +166,7 @@ def _recipe_table():
 
 
 @pytest.mark.parametrize("gpus", [8, 16, 32])
-def test_defaults_reproduce_detectrons_1x_schedule_as_the_readme_says(gpus):
+def test_defaults_reproduce_detectrons_1x_schedule_as_the_recipe_says(gpus):
     hps = hyperparameters.parse({})
     schedule = Schedule.build(hps, COCO_TRAIN_IMAGES, gpus)
     batch = hps.images_per_gpu * gpus
