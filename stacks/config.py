@@ -92,7 +92,7 @@ class DeploymentConfig:
     # An existing Secrets Manager secret {"username": ..., "password": ...} for a private repo.
     git_secret_arn: str | None = None
     # Or: a Git user name, for which the stack creates a secret in that form; put the token in
-    # it after deploying (README: "Private Git repository").
+    # it after deploying (docs/settings.md, "Private Git repository").
     git_username: str | None = None
     # Pipeline (CDK Pipelines), off unless enabled.
     pipeline_enabled: bool = False

@@ -4,8 +4,8 @@ in an App or in a pipeline's Stage.
 One stack rather than one per concern: values such as file-system ids, subnets and security
 groups then pass as plain references, not as CloudFormation exports, which another stack's import
 would freeze (CloudFormation refuses to change or delete an export in use). Settings that replace
-the VPC, the file systems or the subnets (README, "What a settings change replaces") therefore
-deploy like any other change.
+the VPC, the file systems or the subnets (docs/operations.md, "What a settings change replaces")
+therefore deploy like any other change.
 """
 
 from __future__ import annotations

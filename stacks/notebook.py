@@ -162,7 +162,7 @@ class Notebook(Construct):
         secret_arn = config.git_secret_arn
         if secret_arn is None and config.git_username is not None:
             # A correctly formed secret: JSON with the keys SageMaker reads. The password is a
-            # placeholder the user replaces with a token (README: "Private Git repository").
+            # placeholder for the user's token (docs/settings.md, "Private Git repository").
             secret = secretsmanager.Secret(
                 self, "GitCredentials",
                 description=f"{config.deployment_name}: Git credentials for the notebook instance",

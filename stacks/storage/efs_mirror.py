@@ -34,7 +34,7 @@ class EfsMirror(Construct):
     VPC) and one DataSync task per (prefix, path) of `mirrors`, each mirroring
     `s3://<bucket>/<prefix>` to `path` over TLS, named `<task_name_prefix>-<path as a name>`.
     The paths must not nest: a task removes what its source lacks below its own path.
-    An existing file system keeps its own policy: it must allow the same (README)."""
+    An existing file system keeps its own policy: it must allow the same (docs/settings.md)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, vpc: ec2.IVpc,
                  subnets: Sequence[ec2.ISubnet], security_group: ec2.ISecurityGroup,

@@ -9,7 +9,7 @@ ids), detection_scores, detection_masks (28x28 per box), num_detections, image_i
 Beside it, <SM_MODEL_DIR>/code/: inference.py (maskrcnn_job/serving/endpoint_handler.py: the TensorFlow
 Serving container's pre/post-processing, an image in and JSON detections out) and categories.json
 (the dataset's categories, for names in that JSON and in `maskrcnn_local.predict`). The job's
-model.tar.gz is then what the container deploys as it is (training_code/README.md, "Serving").
+model.tar.gz is then what the container deploys as it is (docs/serving.md, "The model archive").
 """
 
 import json

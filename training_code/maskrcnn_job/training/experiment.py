@@ -3,7 +3,7 @@
 Starts from Model Garden's registered `maskrcnn_resnetfpn_coco` experiment and overrides what the
 hyperparameters choose. The `compact` preset is the configuration measured to learn in minutes
 on this project's 2-core CPU machines (small heads, 4 px anchors, few ROIs; figures in
-training_code/README.md). `build_model` builds the task's model with the distribution backend's
+docs/benchmarks.md). `build_model` builds the task's model with the distribution backend's
 synchronized batch norm.
 """
 
@@ -27,7 +27,7 @@ EXPERIMENT = "maskrcnn_resnetfpn_coco"
 # Variants as data, the way Model Garden declares them: an override of the experiment config.
 PRESETS = {
     "standard": {},
-    # Measured to learn in minutes on a 2-core CPU at 128 px (training_code/README.md).
+    # Measured to learn in minutes on a 2-core CPU at 128 px (docs/benchmarks.md).
     "compact": {"task": {
         "model": {
             "max_level": 5,
@@ -73,7 +73,7 @@ def build(hps: Hyperparameters, channel: layout.Channel, info: layout.DatasetInf
     model.num_classes = info.num_classes
     model.input_size = [hps.image_size, hps.image_size, 3]
     model.backbone.resnet.model_id = int(hps.backbone[len("resnet"):])
-    # training_code/README.md, "Batch norm": `frozen` and `sync` synchronize every batch norm that
+    # docs/batch-norm.md: `frozen` and `sync` synchronize every batch norm that
     # learns statistics (build_model supplies the layer); `frozen` keeps the backbone's pretrained
     # ones (Model Garden's bn_trainable=False: inference mode, gamma and beta not trained).
     model.norm_activation.use_sync_bn = hps.batch_norm in ("frozen", "sync")
