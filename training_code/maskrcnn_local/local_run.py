@@ -19,13 +19,12 @@ Both generate the synthetic shapes dataset in COCO format and convert it to TFRe
 and the failure reason if the job failed; the exit status is the job's.
 
 HOROVOD_CYCLE_TIME defaults to 10 ms here (HOROVOD_CYCLE_TIME in the environment overrides it).
-With one core per rank, Horovod's background thread waking every millisecond or so slows the
-step by ~25% (benchmarks/cpu_scaling.py); a long cycle delays each batch-norm allreduce of
-batch_norm=sync, one after the other: the demo's step took 0.77 s at 10 ms and 1.26 s at 20 ms
-(0.57 s and 0.48 s with batch_norm=per_rank; training_code/README.md, "Batch norm").
+With one core per rank, Horovod's background thread waking every millisecond or so takes CPU time
+from the step; a long cycle delays each batch-norm allreduce of batch_norm=sync, one after the
+other (docs/batch-norm.md, "The cost", says how to measure both).
 
 Defaults: ResNet-18-FPN, 128 px, compact heads, 2 ranks, batch_norm=sync (there is no pretrained
-backbone here); figures in training_code/README.md.
+backbone here); the accuracy they reach: docs/benchmarks.md, "`make demo`'s accuracy".
 """
 
 import argparse
@@ -55,9 +54,8 @@ LOCAL_HYPERPARAMETERS = {
     "model_preset": "compact",
     "image_size": 128,
     "images_per_gpu": 2,
-    # x 2 ranks: a peak of 0.08 for 4 images a step. A from-scratch ResNet-18 with synchronized
-    # batch norm takes it; on the hard set 0.01 / 0.02 / 0.03 / 0.04 ended at mask AP 0.11 / 0.15 /
-    # 0.19 / 0.20 after 12 epochs (training_code/README.md, "Benchmarks").
+    # x 2 ranks: a peak of 0.08 for 4 images a step, which a from-scratch ResNet-18 with
+    # synchronized batch norm takes (docs/benchmarks.md, "`make demo`'s accuracy").
     "base_learning_rate": 0.04,
     "warmup_steps": 50,
     "epochs": 12,
