@@ -82,7 +82,12 @@ def test_image_asset_holds_the_training_code_and_the_contract_only(default_app):
     context = default_app.outdir / source["directory"]
     assert source["dockerFile"] == "training_code/Dockerfile" and source["platform"] == "linux/amd64"
     assert (context / "training_code" / "Dockerfile").is_file()
-    assert (context / "training_code" / "maskrcnn_job" / "trainer.py").is_file()
+    assert (context / "training_code" / "maskrcnn_job" / "training" / "trainer.py").is_file()
+    # The local tools stay out of the image: they run only on a developer's machine.
+    from stacks.training import REPO_ROOT
+
+    assert (REPO_ROOT / "training_code" / "maskrcnn_local" / "local_run.py").is_file()
+    assert not (context / "training_code" / "maskrcnn_local").exists()
     assert (context / "contract" / "pyproject.toml").is_file()
     assert (context / "contract" / "maskrcnn_contract" / "hyperparameters.py").is_file()
     # The rest of the repository stays out of the build context (.dockerignore).
