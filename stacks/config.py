@@ -27,7 +27,9 @@ FSX_DEFAULT_THROUGHPUT = {"PERSISTENT_2": 250, "PERSISTENT_1": 200}
 FSX_DEPLOYMENT_TYPES = tuple(FSX_THROUGHPUT_PER_TIB)
 
 EFS_ID = re.compile(r"^fs-[0-9a-f]{8,40}$")
-DEPLOYMENT_NAME = re.compile(r"^[a-z][a-z0-9-]{1,23}$")
+# Also the CodeArtifact domain of an isolated deployment, whose names end in a letter or a digit
+# (CodeArtifact API reference, CreateDomain `domain`: [a-z][a-z0-9\-]{0,48}[a-z0-9]).
+DEPLOYMENT_NAME = re.compile(r"^[a-z][a-z0-9-]{0,22}[a-z0-9]$")
 AVAILABILITY_ZONE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$")
 NOTEBOOK_INSTANCE_TYPE = re.compile(r"^ml\.[a-z0-9]+\.[a-z0-9]+$")
 S3_PREFIX = re.compile(r"^[A-Za-z0-9!_.*'()/-]+/$")
@@ -55,6 +57,7 @@ class BucketLayout:
     pretrained: str = "pretrained/"  # ImageNet backbone checkpoints (the `pretrained` channel)
     output: str = "jobs/"            # job outputs: model.tar.gz, output.tar.gz
     checkpoints: str = "checkpoints/"  # one folder per training run, synced by SageMaker
+    samples: str = "samples/"        # images users upload for inference.ipynb to send to an endpoint
 
 
 @dataclass(frozen=True)
@@ -183,7 +186,8 @@ class DeploymentConfig:
 
     def validate(self) -> None:
         _check(DEPLOYMENT_NAME.match(self.deployment_name), "deployment_name", self.deployment_name,
-               "2-24 characters: a lowercase letter, then lowercase letters, digits or '-'")
+               "2-24 characters: a lowercase letter, then lowercase letters, digits or '-', "
+               "ending in a letter or a digit")
         if self.region is not None:
             _check(REGION.match(self.region), "region", self.region, "a region name such as 'us-east-1'")
         _check_cidr(self.vpc_cidr)
@@ -247,6 +251,9 @@ class DeploymentConfig:
                self.git_username, "unset when maskrcnn:git_secret_arn names an existing secret")
         _check(GIT_URL.match(self.git_repository_url), "git_repository_url", self.git_repository_url,
                "an https:// clone URL")
+        _check(self.nat_gateways > 0, "git_repository_url", self.git_repository_url,
+               "unset with maskrcnn:nat_gateways=0: an isolated VPC reaches no Git host, and the "
+               "notebook instance's clone would fail its creation")
         _check(bool(self.git_branch.strip()), "git_branch", self.git_branch, "a branch name")
         if self.git_secret_arn is not None:
             _check(SECRET_ARN.match(self.git_secret_arn), "git_secret_arn", self.git_secret_arn,

@@ -80,10 +80,12 @@ class Notebook(Construct):
             # No physical names here or on the instance: CloudFormation names them, so that a
             # change that replaces either can create the new one before deleting the old.
             on_create=[sagemaker.CfnNotebookInstanceLifecycleConfig.NotebookInstanceLifecycleHookProperty(
-                content=Fn.base64(self._script("on_create.sh", NOTEBOOKS_S3_URL=self.notebooks.s3_object_url)))],
+                content=Fn.base64(self._script("on_create.sh", REGION=self._stack.region,
+                                                NOTEBOOKS_S3_URL=self.notebooks.s3_object_url)))],
             on_start=[sagemaker.CfnNotebookInstanceLifecycleConfig.NotebookInstanceLifecycleHookProperty(
                 content=Fn.base64(self._script(
                     "on_start.sh",
+                    REGION=self._stack.region,
                     EFS_ID=storage.efs.file_system.file_system_id,
                     FSX_DNS=storage.fsx.file_system.dns_name if storage.fsx else "",
                     FSX_MOUNT_NAME=storage.fsx.file_system.mount_name if storage.fsx else "",
@@ -279,6 +281,12 @@ class Notebook(Construct):
                          "sagemaker:UpdateEndpointWeightsAndCapacities", "sagemaker:InvokeEndpoint"],
                 resources=[endpoints]),
             iam.PolicyStatement(
+                # The CLI's `endpoints` and inference.ipynb list the deployment's endpoints; a
+                # List action is authorized on '*' only (docs/aws-rules.md IAM-1).
+                sid="ListEndpoints",
+                actions=["sagemaker:ListEndpoints"],
+                resources=["*"]),
+            iam.PolicyStatement(
                 sid="TagOwnHostingResources",
                 # Create* calls that carry Tags also need sagemaker:AddTags on what they create.
                 actions=["sagemaker:AddTags", "sagemaker:ListTags"],
@@ -288,9 +296,10 @@ class Notebook(Construct):
                 actions=["iam:PassRole"],
                 resources=[training.model_role.role_arn],
                 conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}),
-        ], wildcards=(f":model/{prefix}-*", f":endpoint-config/{prefix}-*", f":endpoint/{prefix}-*"),
+        ], wildcards=("*", f":model/{prefix}-*", f":endpoint-config/{prefix}-*", f":endpoint/{prefix}-*"),
            wildcard_reason=f"Models, endpoint configurations and endpoints are named at deploy time, "
-           f"all starting '{prefix}-'; models must attach to the training subnets and security group.")
+           f"all starting '{prefix}-'; models must attach to the training subnets and security group; "
+           "sagemaker:ListEndpoints supports no resource but '*'.")
 
         service_linked_role = (
             f"arn:{self._stack.partition}:iam::{self._stack.account}:role/aws-service-role/"
@@ -319,8 +328,14 @@ class Notebook(Construct):
                 resources=["*"]),
             iam.PolicyStatement(
                 sid="TargetTrackingAlarmsOfOwnEndpoints",
-                actions=["cloudwatch:PutMetricAlarm", "cloudwatch:DescribeAlarms", "cloudwatch:DeleteAlarms"],
+                actions=["cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"],
                 resources=[alarms]),
+            iam.PolicyStatement(
+                # A List action: authorized on '*' only, as AWS's own example policies for
+                # Application Auto Scaling grant it (docs/aws-rules.md IAM-1, IAM-5).
+                sid="DescribeAlarms",
+                actions=["cloudwatch:DescribeAlarms"],
+                resources=["*"]),
             iam.PolicyStatement(
                 sid="CreateTheSageMakerScalingServiceLinkedRole",
                 actions=["iam:CreateServiceLinkedRole"],
@@ -329,15 +344,17 @@ class Notebook(Construct):
         ], wildcards=("*", f":alarm:TargetTracking-endpoint/{prefix}-*"), wildcard_reason=
            "Scalable targets are identified by generated ids, so Application Auto Scaling's "
            "write actions are limited by condition to SageMaker variants' instance counts; its "
-           "Describe* actions support no resource but '*'; target tracking names its alarms "
+           "Describe* actions and cloudwatch:DescribeAlarms support no resource but '*'; target "
+           "tracking names its alarms "
            f"TargetTracking-endpoint/<endpoint>/..., and endpoints start '{prefix}-'.")
 
     def _grant_data_access(self, storage: Storage) -> None:
         layout = self.config.bucket
         bucket_prefixes(self, "Data", self.role, storage.data_bucket, storage.data_key,
                         read=[layout.data, layout.pretrained, layout.checkpoints],
-                        # The SDK uploads job inputs under the output prefix and reads results back.
-                        write=[layout.output])
+                        # The SDK uploads job inputs under the output prefix and reads results
+                        # back; users upload the images inference.ipynb sends under samples/.
+                        write=[layout.output, layout.samples])
         tasks = [task.attr_task_arn for task in storage.efs.tasks]
         policy(self, "StorageServices", self.role, [
             # Jobs' volumes use the data key: SageMaker creates the grant as the caller.

@@ -224,6 +224,8 @@ class Training(Construct):
             "pretrained-prefix": layout.pretrained,
             "output-prefix": layout.output,
             "checkpoint-prefix": layout.checkpoints,
+            "samples-prefix": layout.samples,
+            "internet-egress": "true" if self.config.nat_gateways else "false",
             "kms-key-arn": storage.data_key.key_arn,
             "efs-id": storage.efs.file_system.file_system_id,
             "efs-data-path": self.config.data_path,

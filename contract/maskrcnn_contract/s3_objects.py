@@ -17,11 +17,10 @@ def split_s3_uri(s3_uri: str) -> Tuple[str, str]:
 
 
 def object_exists(s3_client, bucket: str, key: str) -> bool:
-    """Whether the object exists: a completeness marker, a model archive."""
-    try:
-        s3_client.head_object(Bucket=bucket, Key=key)
-        return True
-    except s3_client.exceptions.ClientError as error:
-        if error.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound"):
-            return False
-        raise
+    """Whether the object exists (a completeness marker, a model archive), by listing the key as
+    a prefix (ListObjectsV2, s3:ListBucket with s3:prefix = the key). Not HeadObject: on a missing
+    key it answers 403, not 404, to a caller without an unconditioned s3:ListBucket on the bucket,
+    and the deployment's roles may list their prefixes only (docs/aws-rules.md S3-2)."""
+    page = s3_client.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
+    # A key sorts before every other key it is a prefix of, so it is the first one listed.
+    return any(item["Key"] == key for item in page.get("Contents", []))

@@ -14,6 +14,7 @@ REQUIRED = (
     "pretrained-prefix",
     "output-prefix",
     "checkpoint-prefix",
+    "samples-prefix",      # images users upload for inference.ipynb
     "kms-key-arn",
     "efs-id",
     "efs-data-path",
@@ -27,6 +28,9 @@ REQUIRED = (
     "model-role-arn",           # the role SageMaker assumes to host a trained model (CreateModel)
     "inference-image-gpu-uri",  # the region's TensorFlow Serving inference DLC, TF 2.18, GPU
     "inference-image-cpu-uri",  # the same, CPU
+    # "true" when the VPC has NAT gateways: jobs can reach the internet (COCO, the backbone);
+    # "false" for an isolated VPC, where a staging job could not download anything.
+    "internet-egress",
 )
 # Published only when the deployment has FSx for Lustre.
 FSX = ("fsx-id", "fsx-mount-name", "fsx-data-path", "fsx-pretrained-path")
@@ -34,7 +38,10 @@ ALL = REQUIRED + FSX
 # Values that are comma-separated lists.
 LISTS = ("subnet-ids", "security-group-ids", "datasync-task-arns")
 # Values that are S3 key prefixes ('datasets/coco2017/': no leading '/', a trailing '/').
-PREFIXES = ("data-prefix", "pretrained-prefix", "output-prefix", "checkpoint-prefix")
+PREFIXES = ("data-prefix", "pretrained-prefix", "output-prefix", "checkpoint-prefix",
+            "samples-prefix")
+# Values that are "true" or "false".
+BOOLEANS = ("internet-egress",)
 # Endpoint data capture goes to s3://<data-bucket>/<output-prefix><DATA_CAPTURE_PREFIX>...: the
 # model role may write there and nowhere else (it only reads the rest of the output prefix).
 DATA_CAPTURE_PREFIX = "data-capture/"

@@ -150,7 +150,7 @@ def _is_missing(error: ClientError) -> bool:
 def _is_staging_job(deployment: Deployment, name: str, job: Optional[dict] = None) -> bool:
     if name.startswith(f"{deployment.job_name_prefix}-stage-coco-"):
         return True
-    return bool(job) and job.get("HyperParameters", {}).get(job_io.PROGRAM) == \
+    return bool(job) and (job.get("Environment") or {}).get(job_io.PROGRAM_ENV) == \
         job_io.STAGING_PROGRAM
 
 

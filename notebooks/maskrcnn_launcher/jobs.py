@@ -14,7 +14,7 @@ from maskrcnn_contract import job_io, metrics
 from maskrcnn_contract.hyperparameters import Hyperparameters
 
 from maskrcnn_launcher import instances
-from maskrcnn_launcher.options import HOROVOD, PARAMETER_SERVER, LaunchOptions
+from maskrcnn_launcher.options import HOROVOD, PARAMETER_SERVER, LaunchOptions, LaunchRequestError
 from maskrcnn_launcher.plan import Channel, training_plan
 from maskrcnn_launcher.session import Launch, sagemaker_session
 from maskrcnn_launcher.settings import Deployment
@@ -80,7 +80,8 @@ def describe_inputs(request: dict) -> list:
 def _trainer(deployment: Deployment, boto_session, *, role: str, base: str, instance_type: str,
              instance_count: int, volume_size_gb: int, stopping: StoppingCondition,
              use_spot: bool, hyperparameters: dict, channels: list,
-             checkpoint_s3_uri: Optional[str]) -> ModelTrainer:
+             checkpoint_s3_uri: Optional[str],
+             environment: Optional[dict] = None) -> ModelTrainer:
     """What every job of the deployment shares: image, VPC, output location, KMS key."""
     trainer = ModelTrainer(
         sagemaker_session=sagemaker_session(boto_session, deployment),
@@ -105,6 +106,7 @@ def _trainer(deployment: Deployment, boto_session, *, role: str, base: str, inst
                            if checkpoint_s3_uri else None),
         hyperparameters=hyperparameters,
         input_data_config=channels or None,
+        environment=environment or {},
     )
     return trainer
 
@@ -137,15 +139,29 @@ def staging_job(deployment: Deployment, boto_session, instance_type: str = "ml.m
     """The COCO 2017 staging job (training_code/maskrcnn_job/staging/stage_coco.py) in the training
     image, as the staging role: fetches the ImageNet backbone checkpoint into the pretrained
     prefix, downloads and converts COCO into the data prefix (each skipped when staged). No
-    channels; it needs internet access (the NAT gateway)."""
+    channels. Refused in a deployment without internet egress, where it could download nothing
+    (docs/aws-rules.md SM-15)."""
+    if not deployment.internet_egress:
+        raise LaunchRequestError(
+            f"the staging job downloads COCO 2017 and the backbone from the internet, and this "
+            f"deployment's VPC has none (SSM {deployment.ssm_path}/internet-egress=false: "
+            "maskrcnn:nat_gateways=0). Stage from a machine with internet access and credentials "
+            "that may write the bucket, from a clone of this repository after `make setup`:\n"
+            f"  .venv/bin/python training_code/stage_coco.py --s3-uri {deployment.data_s3_uri} "
+            f"--pretrained-s3-uri {deployment.pretrained_s3_uri}\n"
+            "then copy it to EFS with `python -m maskrcnn_launcher sync-efs` (FSx imports it by "
+            "itself)")
     base = f"{deployment.job_name_prefix}-stage-coco"
     trainer = _trainer(
         deployment, boto_session, role=deployment.staging_role_arn, base=base,
         instance_type=instance_type, instance_count=1, volume_size_gb=volume_size_gb,
         stopping=StoppingCondition(max_runtime_in_seconds=int(max_run_hours * 3600)),
         use_spot=False, channels=[], checkpoint_s3_uri=None,
+        # The image's ENV names train.py, and the toolkit reads the program from the environment
+        # before the hyperparameter (docs/aws-rules.md SM-14): the request's Environment, which
+        # overrides the image's, is what starts the staging program.
+        environment={job_io.PROGRAM_ENV: job_io.STAGING_PROGRAM},
         hyperparameters={
-            job_io.PROGRAM: job_io.STAGING_PROGRAM,
             job_io.STAGING_S3_URI: deployment.data_s3_uri,
             job_io.STAGING_PRETRAINED_S3_URI: deployment.pretrained_s3_uri,
             job_io.STAGING_BACKBONES: ",".join(job_io.STAGED_BACKBONES),

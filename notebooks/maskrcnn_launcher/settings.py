@@ -34,6 +34,7 @@ class Deployment:
     pretrained_prefix: str
     output_prefix: str
     checkpoint_prefix: str
+    samples_prefix: str       # images for inference.ipynb
     kms_key_arn: str
     efs_id: str
     efs_data_path: str
@@ -50,6 +51,8 @@ class Deployment:
     model_role_arn: str
     inference_image_gpu_uri: str
     inference_image_cpu_uri: str
+    # Whether jobs reach the internet (NAT): an isolated VPC cannot run the staging job.
+    internet_egress: bool
     # Absent when the deployment has FSx disabled.
     fsx_id: Optional[str] = None
     fsx_mount_name: Optional[str] = None
@@ -63,6 +66,10 @@ class Deployment:
     @property
     def pretrained_s3_uri(self) -> str:
         return f"s3://{self.data_bucket}/{self.pretrained_prefix}"
+
+    @property
+    def samples_s3_uri(self) -> str:
+        return f"s3://{self.data_bucket}/{self.samples_prefix}"
 
     @property
     def output_s3_uri(self) -> str:
@@ -113,6 +120,11 @@ def from_parameters(ssm_path: str, values: Dict[str, str]) -> Deployment:
         if name in ssm.LISTS:
             items = tuple(v.strip() for v in value.split(",") if v.strip())
             fields[_field_name(name)] = items
+        elif name in ssm.BOOLEANS:
+            if value not in ("true", "false"):
+                raise SettingsError(f"SSM parameter {ssm_path}/{name}={value!r}: expected true "
+                                    "or false")
+            fields[_field_name(name)] = value == "true"
         else:
             fields[_field_name(name)] = value
     for prefix in ssm.PREFIXES:

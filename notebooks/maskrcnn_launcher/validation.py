@@ -143,6 +143,30 @@ def _hyperparameter_problems(hps: Mapping[str, str], channels: List[Mapping],
     return problems
 
 
+# The program each kind of job runs in /opt/ml/code. The image's ENV names train.py; the toolkit
+# reads the environment before the `sagemaker_program` hyperparameter (docs/aws-rules.md SM-14).
+PROGRAMS = {TRAINING: "train.py", STAGING: job_io.STAGING_PROGRAM}
+
+
+def _program_problems(request: Mapping, kind: str) -> List[str]:
+    """What the toolkit will start: the image's ENV (train.py), unless the request's Environment,
+    which overrides it, names another program; never the hyperparameter, which the image's ENV
+    overrides."""
+    problems = []
+    sent = request.get("HyperParameters", {}).get(job_io.PROGRAM)
+    if sent is not None:
+        problems.append(
+            f"hyperparameter {job_io.PROGRAM}={sent!r}: the training image's ENV "
+            f"{job_io.PROGRAM_ENV} wins over it, so it would be ignored (docs/aws-rules.md SM-14); "
+            f"the launcher chooses the program through the request's Environment")
+    environment = request.get("Environment") or {}
+    starts = environment.get(job_io.PROGRAM_ENV, PROGRAMS[TRAINING])
+    if starts != PROGRAMS[kind]:
+        problems.append(f"a {kind} job must start {PROGRAMS[kind]}, and this request starts "
+                        f"{starts} (Environment {job_io.PROGRAM_ENV})")
+    return problems
+
+
 def validate(request: Mapping, deployment: Deployment, kind: str) -> None:
     """Raises LaunchRequestError naming every problem of a CreateTrainingJob request."""
     problems: List[str] = []
@@ -163,6 +187,7 @@ def validate(request: Mapping, deployment: Deployment, kind: str) -> None:
             or list(vpc.get("SecurityGroupIds", [])) != list(deployment.security_group_ids)):
         problems.append(f"VPC config {vpc} differs from the deployment's subnet-ids and "
                         "security-group-ids (the notebook role may only create jobs inside those)")
+    problems += _program_problems(request, kind)
     if kind == TRAINING:
         channels = request.get("InputDataConfig", [])
         problems += _channel_problems(channels, deployment)

@@ -7,6 +7,9 @@
 # failure does not stop the instance (the S3 notebook needs neither) and is written to
 # ~/SageMaker/MOUNT-STATUS.txt and the background log, so the reason is never hidden.
 set -uo pipefail
+# The scripts' documented environment is PATH alone (CreateNotebookInstanceLifecycleConfig
+# reference): the AWS CLI gets the deployment's region from here (docs/aws-rules.md SM-16).
+export AWS_DEFAULT_REGION="@@REGION@@"
 EFS_ID="@@EFS_ID@@"
 FSX_DNS="@@FSX_DNS@@"
 FSX_MOUNT_NAME="@@FSX_MOUNT_NAME@@"
@@ -46,7 +49,7 @@ mount_with_retries() {  # name, mount point, command...
 
 use_pypi_mirror() {
   # The token lasts 12 hours; every start renews it. pip's configuration is ec2-user's.
-  if timeout 60 su - ec2-user -c "aws codeartifact login --tool pip --domain ${CODEARTIFACT_DOMAIN} --domain-owner ${CODEARTIFACT_OWNER} --repository ${CODEARTIFACT_REPOSITORY}"; then
+  if timeout 60 su - ec2-user -c "aws codeartifact login --region ${AWS_DEFAULT_REGION} --tool pip --domain ${CODEARTIFACT_DOMAIN} --domain-owner ${CODEARTIFACT_OWNER} --repository ${CODEARTIFACT_REPOSITORY}"; then
     log "pip: installs from CodeArtifact ${CODEARTIFACT_DOMAIN}/${CODEARTIFACT_REPOSITORY} (no internet in this VPC)"
   else
     log "pip: CodeArtifact login failed; %pip install in the notebooks will not work"

@@ -26,9 +26,9 @@ PIPELINE_CONTEXT = {
     "maskrcnn:pipeline_account": "123456789012",
     "maskrcnn:pipeline_region": "us-east-1",
 }
-# Every non-default branch at once: a named region whose Deep Learning Containers live in their
-# own registry account, isolated VPC over three AZs, an existing EFS, SCRATCH_2 FSx, a Git
-# repository whose secret the stack creates.
+# Every non-default branch at once but the Git repository (an isolated VPC reaches no Git host,
+# see NO_FSX_CONTEXT): a named region whose Deep Learning Containers live in their own registry
+# account, isolated VPC over three AZs, an existing EFS, SCRATCH_2 FSx.
 VARIANT_CONTEXT = {
     "maskrcnn:deployment_name": "mrcnn-dev",
     "maskrcnn:region": "eu-south-1",
@@ -37,6 +37,10 @@ VARIANT_CONTEXT = {
     "maskrcnn:existing_efs_id": "fs-0123456789abcdef0",
     "maskrcnn:fsx_deployment_type": "SCRATCH_2",
     "maskrcnn:fsx_storage_capacity_gib": 2400,
+}
+# FSx disabled; with NAT, so a Git repository whose secret the stack creates.
+NO_FSX_CONTEXT = {
+    "maskrcnn:fsx_enabled": False,
     "maskrcnn:git_repository_url": "https://github.com/acme/maskrcnn-notebooks.git",
     "maskrcnn:git_username": "ml-bot",
 }
@@ -96,4 +100,4 @@ def pipeline_app(tmp_path_factory) -> Synthesized:
 
 @pytest.fixture(scope="session")
 def no_fsx_app(tmp_path_factory) -> Synthesized:
-    return synthesize(tmp_path_factory, "no-fsx", {"maskrcnn:fsx_enabled": False})
+    return synthesize(tmp_path_factory, "no-fsx", NO_FSX_CONTEXT)

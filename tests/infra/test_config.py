@@ -41,11 +41,15 @@ def test_defaults_are_valid_and_deploy_fsx_persistent_2():
     ({"vpc_cidr": "10.0.0.0/8"}, "maskrcnn:vpc_cidr", "/16 to /22"),
     ({"vpc_cidr": "10.300.0.0/16"}, "maskrcnn:vpc_cidr", "IPv4 CIDR"),
     ({"deployment_name": "Mask_RCNN"}, "maskrcnn:deployment_name", "lowercase"),
+    # Also the isolated VPC's CodeArtifact domain name, which cannot end in '-'.
+    ({"deployment_name": "maskrcnn-"}, "maskrcnn:deployment_name", "ending in a letter or a digit"),
     ({"notebook_instance_type": "m5.xlarge"}, "maskrcnn:notebook_instance_type", "ml.t3.large"),
     ({"notebook_volume_gib": 2}, "maskrcnn:notebook_volume_gib", "5 to 16384"),
     ({"data_prefix": "datasets/coco2017"}, "maskrcnn:data_prefix", "ending in '/'"),
     ({"git_username": "bot"}, "maskrcnn:git_username", "unless maskrcnn:git_repository_url"),
     ({"git_repository_url": "git@github.com:a/b.git"}, "maskrcnn:git_repository_url", "https://"),
+    ({"git_repository_url": "https://github.com/a/b.git", "nat_gateways": 0},
+     "maskrcnn:git_repository_url", "an isolated VPC reaches no Git host"),
     ({"flow_log_retention_days": 400}, "maskrcnn:flow_log_retention_days", "one of"),
 ])
 def test_bad_value_names_key_and_what_is_allowed(values, key, hint):
@@ -86,7 +90,7 @@ def test_command_line_strings_are_coerced_like_cdk_json_values():
 
 
 def test_context_arguments_rebuild_the_same_config():
-    original = config(nat_gateways=0, availability_zones=["us-east-1a", "us-east-1b", "us-east-1c"],
+    original = config(nat_gateways=2, availability_zones=["us-east-1a", "us-east-1b", "us-east-1c"],
                       fsx_enabled=False, git_repository_url="https://example.com/r.git")
     arguments = original.context_arguments()
     pairs = dict(arg.strip("'").split("=", 1) for arg in arguments[1::2])

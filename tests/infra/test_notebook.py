@@ -105,8 +105,27 @@ def test_notebook_lists_and_reads_the_pretrained_prefix(default_app):
     assert "pretrained/*" in listing["Condition"]["StringLike"]["s3:prefix"]
 
 
-def test_git_repository_gets_a_secret_in_the_form_sagemaker_reads(variant_app):
-    raw = variant_app.deployment
+def test_the_notebook_role_lists_endpoints_and_describes_alarms_on_star_alone(default_app):
+    """List actions are authorized on '*' only (docs/aws-rules.md IAM-1): the CLI's `endpoints`
+    and inference.ipynb list the endpoints; the alarms target tracking makes are described."""
+    statements = statements_of(default_app.deployment, "NotebookRole")
+    on_star = {s["Action"] for s in statements if s["Resource"] == "*" and isinstance(s["Action"], str)}
+    assert {"sagemaker:ListEndpoints", "cloudwatch:DescribeAlarms"} <= on_star
+    alarms = next(s for s in statements if "cloudwatch:PutMetricAlarm" in s["Action"])
+    assert set(alarms["Action"]) == {"cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"}
+    assert "TargetTracking-endpoint/maskrcnn-*" in json.dumps(alarms["Resource"])
+
+
+def test_users_may_upload_and_read_inference_samples(default_app):
+    """inference.ipynb reads s3://<bucket>/samples/ by default: the notebook role's prefix."""
+    statements = statements_of(default_app.deployment, "NotebookRole")
+    assert {"s3:GetObject", "s3:PutObject"} <= actions_on(statements, "/samples/*")
+    listing, = [s for s in statements if s["Action"] == "s3:ListBucket"]
+    assert "samples/*" in listing["Condition"]["StringLike"]["s3:prefix"]
+
+
+def test_git_repository_gets_a_secret_in_the_form_sagemaker_reads(no_fsx_app):
+    raw = no_fsx_app.deployment
     (_, secret), = of_type(raw, "AWS::SecretsManager::Secret").items()
     generator = secret["Properties"]["GenerateSecretString"]
     assert json.loads(generator["SecretStringTemplate"]) == {"username": "ml-bot"}
@@ -144,8 +163,10 @@ def test_hosting_resources_only_under_the_prefix_and_models_only_in_the_training
     """Rule IAM-4: models, endpoint configurations and endpoints are this deployment's
     ('maskrcnn-...'), and a model attaches only to the training subnets and security group."""
     statements = statements_of(default_app.deployment, "NotebookRole")
+    # Not sagemaker:ListEndpoints, a List action that takes '*' alone (IAM-1).
     hosting = [s for s in statements
                if any(a.startswith("sagemaker:") and ("Endpoint" in a or "Model" in a or "Tags" in a)
+                      and not a.startswith("sagemaker:List")
                       for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"]))
                and not any("training-job/" in r for r in _resources(s))]
     assert {"sagemaker:CreateModel", "sagemaker:DeleteModel", "sagemaker:CreateEndpointConfig",

@@ -12,7 +12,7 @@ import pytest
 from stacks.notebook import LIFECYCLE_DIR
 
 BUDGET_S = 60
-PLACEHOLDERS = {"EFS_ID": "fs-0123456789abcdef0", "FSX_DNS": "fs-1.fsx.example",
+PLACEHOLDERS = {"REGION": "eu-south-1", "EFS_ID": "fs-0123456789abcdef0", "FSX_DNS": "fs-1.fsx.example",
                 "FSX_MOUNT_NAME": "abcd1234", "SSM_PATH": "/maskrcnn",
                 "CODEARTIFACT_DOMAIN": "", "CODEARTIFACT_OWNER": "", "CODEARTIFACT_REPOSITORY": ""}
 
@@ -105,5 +105,27 @@ def test_without_nat_pip_is_pointed_at_the_codeartifact_mirror(run_on_start):
     status = _wait_for(root / "home/ec2-user/SageMaker/MOUNT-STATUS.txt", "mounting finished")
     assert "pip: installs from CodeArtifact maskrcnn/pypi" in status
     login, = [line for line in calls.read_text().splitlines() if line.startswith("su ")]
-    assert ("aws codeartifact login --tool pip --domain maskrcnn --domain-owner 123456789012 "
-            "--repository pypi") in login
+    # su - starts a clean environment: the region is on the command (docs/aws-rules.md SM-16).
+    assert ("aws codeartifact login --region eu-south-1 --tool pip --domain maskrcnn "
+            "--domain-owner 123456789012 --repository pypi") in login
+
+
+def test_the_create_script_gives_the_aws_cli_the_deployments_region(tmp_path):
+    """Its documented environment is PATH alone (docs/aws-rules.md SM-16): without the region
+    the CLI would fall back to a default that an isolated VPC cannot reach."""
+    script = (LIFECYCLE_DIR / "on_create.sh").read_text()
+    for key, value in {"REGION": "eu-south-1", "NOTEBOOKS_S3_URL": "s3://assets/nb.zip"}.items():
+        script = script.replace(f"@@{key}@@", value)
+    (tmp_path / "on_create.sh").write_text(script)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _stub(bin_dir, "aws", 'echo "region=$AWS_DEFAULT_REGION" >> "$STUB_CALLS"')
+    for name in ("unzip", "chown", "mkdir"):
+        _stub(bin_dir, name, "exit 0")
+    env = {"PATH": f"{bin_dir}:/sbin:/bin:/usr/sbin:/usr/bin", "STUB_CALLS": str(tmp_path / "calls")}
+    result = subprocess.run(["bash", str(tmp_path / "on_create.sh")], env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert "aws s3 cp --only-show-errors s3://assets/nb.zip" in calls[0]
+    assert calls[1] == "region=eu-south-1"

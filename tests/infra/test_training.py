@@ -135,7 +135,8 @@ def test_synthesized_parameters_are_exactly_what_the_launcher_reads(default_app,
     without_fsx = set(published(no_fsx_app, "/maskrcnn/"))
     assert without_fsx == set(ssm.REQUIRED)
     # What the launcher needs from a deployment without FSx: all it requires, none missing.
-    settings.from_parameters("/maskrcnn", {name: "x/" for name in without_fsx})
+    settings.from_parameters("/maskrcnn", {name: "true" if name in ssm.BOOLEANS else "x/"
+                                           for name in without_fsx})
 
 
 def test_ssm_parameters_publish_every_launcher_value_under_the_deployment_path(default_app, variant_app):
@@ -154,6 +155,9 @@ def test_ssm_parameters_publish_every_launcher_value_under_the_deployment_path(d
         delimiter, arns = parameters[path + "datasync-task-arns"]["Fn::Join"]
         tasks = sorted(of_type(app.deployment, "AWS::DataSync::Task"))
         assert arns[1] == "," and sorted(arns[i]["Fn::GetAtt"][0] for i in (0, 2)) == tasks
+    # Whether jobs can reach the internet: the launcher refuses a staging job without it (SM-15).
+    assert published(default_app, "/maskrcnn/")["internet-egress"] == "true"
+    assert published(variant_app, "/mrcnn-dev/")["internet-egress"] == "false"  # nat_gateways=0
     variant = {p["Properties"]["Name"]: p["Properties"]["Value"]
                for p in of_type(variant_app.deployment, "AWS::SSM::Parameter").values()}
     assert variant["/mrcnn-dev/efs-id"] == "fs-0123456789abcdef0"

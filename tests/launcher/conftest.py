@@ -89,6 +89,8 @@ def _seed(aws: FakeAws) -> dict:
         "pretrained-prefix": "pretrained/",
         "output-prefix": "jobs/",
         "checkpoint-prefix": "checkpoints/",
+        "samples-prefix": "samples/",
+        "internet-egress": "true",
         "kms-key-arn": key,
         "efs-id": efs_id,
         "efs-data-path": "/datasets/coco2017",
@@ -183,7 +185,7 @@ def deployment(fake_aws):
 
 
 def completed_training_job(fake_aws, run: str = "serve", with_model: bool = True,
-                           hyperparameters: dict = None) -> str:
+                           hyperparameters: dict = None, environment: dict = None) -> str:
     """A training job of the deployment that moto reports Completed at once, with its
     model.tar.gz in the bucket (unless `with_model` is False). Returns its name."""
     import uuid
@@ -195,6 +197,7 @@ def completed_training_job(fake_aws, run: str = "serve", with_model: bool = True
         AlgorithmSpecification={"TrainingImage": params["training-image-uri"],
                                 "TrainingInputMode": "File"},
         HyperParameters=hyperparameters or {"max_steps": "10"},
+        Environment=environment or {},
         OutputDataConfig={"S3OutputPath": f"s3://{BUCKET}/jobs/"},
         ResourceConfig={"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1,
                         "VolumeSizeInGB": 200},

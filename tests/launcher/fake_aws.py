@@ -168,7 +168,7 @@ class FakeAws:
     def _run_job(self, params: Dict) -> None:
         name = params["TrainingJobName"]
         hps = params.get("HyperParameters", {})
-        if hps.get("sagemaker_program") == job_io.STAGING_PROGRAM:
+        if (params.get("Environment") or {}).get(job_io.PROGRAM_ENV) == job_io.STAGING_PROGRAM:
             bucket, _, prefix = hps[job_io.STAGING_S3_URI][len("s3://"):].partition("/")
             s3 = self.client("s3")
             s3.put_object(Bucket=bucket, Key=prefix + "tfrecords/train-00000-of-00001.tfrecord",

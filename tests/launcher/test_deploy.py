@@ -175,8 +175,9 @@ def test_the_latest_completed_training_job_is_served_by_default(fake_aws, deploy
     """Not a staging job (it trains no model), not another deployment's job."""
     older = completed_training_job(fake_aws, run="older")
     newest = completed_training_job(fake_aws, run="newest")
-    completed_training_job(fake_aws, run="stage-coco", hyperparameters={
-        "sagemaker_program": job_io.STAGING_PROGRAM,
+    # Named as the launcher names it, and known by the program it runs as well.
+    completed_training_job(fake_aws, run="stage-coco", environment={
+        job_io.PROGRAM_ENV: job_io.STAGING_PROGRAM}, hyperparameters={
         job_io.STAGING_S3_URI: f"s3://{BUCKET}/datasets/coco2017/",
         job_io.STAGING_PRETRAINED_S3_URI: f"s3://{BUCKET}/pretrained/",
         job_io.STAGING_BACKBONES: "resnet50"})
@@ -342,3 +343,10 @@ def test_name_rules():
     bad = ["-a", "a-", "a_b", "a.b", "A" * 64, ""]
     assert all(deploy.NAME_PATTERN.match(n) and len(n) <= deploy.NAME_MAX for n in ok)
     assert not any(deploy.NAME_PATTERN.match(n) and len(n) <= deploy.NAME_MAX for n in bad)
+
+
+def test_a_staging_job_is_known_by_the_program_its_environment_starts(deployment):
+    """Whatever its name: the staging program is chosen by the request's Environment (SM-14)."""
+    staging = {"Environment": {job_io.PROGRAM_ENV: job_io.STAGING_PROGRAM}}
+    assert deploy._is_staging_job(deployment, f"{JOB_PREFIX}-renamed", staging)
+    assert not deploy._is_staging_job(deployment, f"{JOB_PREFIX}-run", {"Environment": {}})

@@ -108,7 +108,9 @@ def test_prepare_data_stages_syncs_reports_and_can_rerun(fake_aws):
     assert staging["TrainingJobName"].startswith("maskrcnn-test-stage-coco-")
     assert staging["RoleArn"] == params["staging-role-arn"]
     assert staging["AlgorithmSpecification"]["TrainingImage"] == params["training-image-uri"]
-    assert staging["HyperParameters"]["sagemaker_program"] == job_io.STAGING_PROGRAM
+    # The image's ENV names train.py: only the request's Environment starts stage_coco.py.
+    assert staging["Environment"] == {"SAGEMAKER_PROGRAM": job_io.STAGING_PROGRAM}
+    assert "sagemaker_program" not in staging["HyperParameters"]
     assert staging["HyperParameters"][job_io.STAGING_S3_URI] == f"s3://{BUCKET}/datasets/coco2017/"
     assert staging["HyperParameters"][job_io.STAGING_PRETRAINED_S3_URI] == f"s3://{BUCKET}/pretrained/"
     assert staging["HyperParameters"][job_io.STAGING_BACKBONES] == "resnet50"
@@ -133,7 +135,7 @@ def _sample_image(fake_aws) -> bytes:
 
     out = BytesIO()
     Image.new("RGB", (64, 48), (200, 120, 40)).save(out, "JPEG")
-    fake_aws.client("s3").put_object(Bucket=BUCKET, Key="inference-samples/street.jpg",
+    fake_aws.client("s3").put_object(Bucket=BUCKET, Key="samples/street.jpg",
                                      Body=out.getvalue())
     return out.getvalue()
 

@@ -54,6 +54,12 @@ def _fs(request):
     (lambda r: r["HyperParameters"].update(image_size="big"), "image_size='big': expected an integer"),
     (lambda r: r["HyperParameters"].update(sagemaker_mpi_enabled="false"),
      "the toolkit's MPI runner must be enabled"),
+    # The image's ENV wins over the hyperparameter: it would be ignored (docs/aws-rules.md SM-14).
+    (lambda r: r["HyperParameters"].update(sagemaker_program="other.py"),
+     "hyperparameter sagemaker_program='other.py': the training image's ENV SAGEMAKER_PROGRAM "
+     "wins over it"),
+    (lambda r: r.update(Environment={"SAGEMAKER_PROGRAM": "stage_coco.py"}),
+     "a training job must start train.py, and this request starts stage_coco.py"),
 ])
 def test_validation_names_the_bad_value(deployment, mutate, message):
     bad = copy.deepcopy(sent(deployment, data_source="fsx"))
@@ -91,6 +97,24 @@ def test_staging_request_passes_as_staging_and_not_as_training(fake_aws, deploym
     request = submit.send(launch, deployment, dry_run=True)
     assert request["RoleArn"] == deployment.staging_role_arn
     assert "is not the deployment's training role" in problems_of(request, deployment)
+    # What starts its program: the request's Environment over the image's ENV (SM-14).
+    assert request["Environment"] == {"SAGEMAKER_PROGRAM": "stage_coco.py"}
+    without = copy.deepcopy(request)
+    del without["Environment"]
+    assert ("a staging job must start stage_coco.py, and this request starts train.py"
+            in problems_of(without, deployment, validation.STAGING))
+
+
+def test_a_deployment_without_internet_egress_refuses_the_staging_job_naming_the_way_out(
+        fake_aws, deployment):
+    """docs/aws-rules.md SM-15: with nat_gateways=0 the job could download nothing."""
+    isolated = dataclasses.replace(deployment, internet_egress=False)
+    with pytest.raises(LaunchRequestError) as error:
+        jobs.staging_job(isolated, shared_boto_session())
+    message = str(error.value)
+    assert "internet-egress=false" in message
+    assert (f"training_code/stage_coco.py --s3-uri s3://{BUCKET}/datasets/coco2017/ "
+            f"--pretrained-s3-uri s3://{BUCKET}/pretrained/") in message
 
 
 def test_fsx_path_from_ssm_must_start_with_the_mount_name(deployment):
