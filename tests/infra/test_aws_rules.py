@@ -98,11 +98,23 @@ def test_fsx_kms_key_only_on_persistent_deployment_types(default_app, variant_ap
     assert "KmsKeyId" not in scratch
 
 
-def test_fsx_key_grant_names_s3_by_the_partitions_domain(default_app):
-    """Rule KMS-2: S3's endpoint (kms:ViaService) is amazonaws.com.cn in China."""
-    key = only(default_app.deployment, "AWS::KMS::Key")[1]
+# Where the template is evaluated as deployed: a commercial region and one in China.
+DEPLOYED_IN = {"eu-west-2": "amazonaws.com", "cn-north-1": "amazonaws.com.cn"}
+
+
+@pytest.mark.parametrize("region, domain", DEPLOYED_IN.items())
+def test_fsx_key_grant_names_s3_by_the_partitions_domain(default_app, region, domain):
+    """Rule KMS-2: kms:ViaService is S3's endpoint in the deployment's region, whose domain is
+    amazonaws.com.cn in China; only the FSx service-linked role of this account uses it."""
+    raw = default_app.deployment
+    key = only(raw, "AWS::KMS::Key")[1]
     statement = next(s for s in key["Properties"]["KeyPolicy"]["Statement"] if s.get("Sid") == "FsxLinkedBucketRead")
-    assert "AWS::URLSuffix" in _text(statement["Condition"]["StringEquals"]["kms:ViaService"])
+    condition = statement["Condition"]
+    assert _evaluate(condition["StringEquals"]["kms:ViaService"], raw, region) == f"s3.{region}.{domain}"
+    partition = "aws-cn" if region.startswith("cn-") else "aws"
+    assert _evaluate(condition["ArnLike"]["aws:PrincipalArn"], raw, region) == (
+        f"arn:{partition}:iam::{ACCOUNT}:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/*")
+    assert _evaluate(condition["StringEquals"]["aws:PrincipalAccount"], raw, region) == ACCOUNT
 
 
 def test_log_groups_use_the_deployment_key_which_cloudwatch_logs_may_use(default_app):
@@ -114,8 +126,13 @@ def test_log_groups_use_the_deployment_key_which_cloudwatch_logs_may_use(default
     assert len(groups) == 2  # flow logs, DataSync
     assert all(g["Properties"]["KmsKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]} for g in groups)
     logs = next(s for s in key["Properties"]["KeyPolicy"]["Statement"] if s.get("Sid") == "CloudWatchLogsOfThisAccount")
-    assert "logs." in _text(logs["Principal"]) and "AWS::URLSuffix" in _text(logs["Principal"])
-    assert "kms:EncryptionContext:aws:logs:arn" in logs["Condition"]["ArnLike"]
+    # As deployed: the regional CloudWatch Logs principal, this account's log groups only.
+    for region, domain in DEPLOYED_IN.items():
+        partition = "aws-cn" if region.startswith("cn-") else "aws"
+        assert _evaluate(logs["Principal"]["Service"], raw, region) == f"logs.{region}.{domain}"
+        context, = logs["Condition"]["ArnLike"].items()
+        assert context[0] == "kms:EncryptionContext:aws:logs:arn"
+        assert _evaluate(context[1], raw, region) == f"arn:{partition}:logs:{region}:{ACCOUNT}:log-group:*"
 
 
 def test_notebook_role_trusts_sagemaker_without_undocumented_conditions(default_app):
@@ -180,12 +197,16 @@ def test_pipeline_builds_assets_on_a_large_codebuild_instance(pipeline_app):
     assert all(p["Environment"]["ComputeType"] == "BUILD_GENERAL1_LARGE" for p in projects)
 
 
+ACCOUNT = "123456789012"
+
+
 def _evaluate(node, template, region):
     """A CloudFormation value as deployed in `region`: Fn::Join, Fn::If on the template's
     conditions (Fn::Equals of AWS::Region, Fn::Or), and the region's pseudo parameters."""
     china = region.startswith("cn-")
     pseudo = {"AWS::Region": region, "AWS::Partition": "aws-cn" if china else "aws",
-              "AWS::URLSuffix": "amazonaws.com.cn" if china else "amazonaws.com"}
+              "AWS::URLSuffix": "amazonaws.com.cn" if china else "amazonaws.com",
+              "AWS::AccountId": ACCOUNT}
     if isinstance(node, str):
         return node
     if isinstance(node, list):

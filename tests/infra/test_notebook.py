@@ -78,7 +78,16 @@ def test_jobs_can_only_be_created_in_the_training_subnets_and_group(default_app)
     create, = [s for s in statements if s["Action"] == "sagemaker:CreateTrainingJob"]
     assert create["Condition"]["Null"] == {"sagemaker:VpcSubnets": "false", "sagemaker:VpcSecurityGroupIds": "false"}
     scoped = create["Condition"]["ForAllValues:StringEquals"]
-    assert len(scoped["sagemaker:VpcSubnets"]) == 2 and len(scoped["sagemaker:VpcSecurityGroupIds"]) == 1
+    # Rule SM-6: exactly the private subnets and the training group, the ones the launcher sends.
+    raw = default_app.deployment
+    private = sorted(k for k in of_type(raw, "AWS::EC2::Subnet") if k.startswith("NetworkVpcprivate"))
+    assert sorted(s["Ref"] for s in scoped["sagemaker:VpcSubnets"]) == private and len(private) == 2
+    group, = scoped["sagemaker:VpcSecurityGroupIds"]
+    assert group["Fn::GetAtt"][0].startswith("NetworkTrainingSecurityGroup")
+    published = {p["Properties"]["Name"]: p["Properties"]["Value"]
+                 for p in of_type(raw, "AWS::SSM::Parameter").values()}
+    assert published["/maskrcnn/security-group-ids"] == group
+    assert sorted(s["Ref"] for s in published["/maskrcnn/subnet-ids"]["Fn::Join"][1][::2]) == private
     assert json.dumps(create["Resource"]).count("training-job/maskrcnn-*") == 1
 
 

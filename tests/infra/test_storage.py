@@ -26,6 +26,9 @@ def test_data_bucket_is_private_kms_encrypted_versioned_logged_and_retained(defa
     assert props["VersioningConfiguration"] == {"Status": "Enabled"}
     assert props["LoggingConfiguration"]["DestinationBucketName"] == {"Ref": log_id}
     assert buckets[log_id]["DeletionPolicy"] == "Retain"
+    # Rule S3-1: server access logs are delivered only to an SSE-S3 bucket, not SSE-KMS.
+    log_rule, = buckets[log_id]["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    assert log_rule["ServerSideEncryptionByDefault"] == {"SSEAlgorithm": "AES256"}
 
 
 def test_both_buckets_deny_requests_without_tls(default_app):

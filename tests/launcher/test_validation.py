@@ -139,6 +139,17 @@ def test_a_run_keeps_its_checkpoints_across_jobs(deployment):
     assert new_run != uri and new_run.startswith(f"s3://{deployment.data_bucket}/checkpoints/")
 
 
+def test_the_longest_run_name_keeps_the_time_stamp_and_one_more_character_is_refused(deployment):
+    """Rule SM-5: 63 characters, of which the SDK's `-YYYYmmddHHMMSS` takes 15."""
+    room = 63 - 15 - len(f"{JOB_PREFIX}-")
+    request = sent(deployment, run_name="r" * room)
+    name = request["TrainingJobName"]
+    assert len(name) == 63 and name.startswith(f"{JOB_PREFIX}-{'r' * room}-")
+    assert name[-14:].isdigit()  # the time stamp survived whole
+    with pytest.raises(LaunchRequestError, match=f"at most {63 - 15}"):
+        sent(deployment, run_name="r" * (room + 1))
+
+
 @pytest.mark.parametrize("run_name, message", [
     ("Baseline", "lowercase letters and digits"),
     ("a--b", "lowercase letters and digits"),
