@@ -24,7 +24,7 @@ import time
 import results
 
 SMOKE_ARGS = ["--train-images", "16", "--val-images", "8", "--image-size", "64",
-              "--hp", "epochs=2", "--hp", "eval_every_epochs=1"]
+              "--hp", "epochs=2", "--hp", "lr_decay_epochs=1.5", "--hp", "eval_every_epochs=1"]
 SHOWN = ("eval/segm_AP", "eval/segm_AP50", "eval/bbox_AP", "eval/bbox_AP50")
 _FINAL = re.compile(r"^(eval/\w+): (\S+)$", re.M)
 

@@ -58,14 +58,15 @@ class Hyperparameters:
     images_per_gpu: int = _field(2, "Images per rank (one rank per GPU) and step.", minimum=1)
     base_learning_rate: float = _field(
         0.0025, "Learning rate of ONE rank; the peak rate is this times the number of ranks.",
-        minimum=0.0)
+        above=0.0)
     warmup_steps: int = _field(
         500, "Steps of linear warmup from a third of the peak learning rate to the peak.",
         minimum=0)
     epochs: float = _field(12.0, "Length of training in passes over the training set.",
-                           minimum=0.0)
+                           above=0.0)
     lr_decay_epochs: str = _field(
-        "8,11", "Comma-separated epochs at which the learning rate drops by 10x; empty: constant.")
+        "8,11", "Comma-separated epochs, before `epochs`, at which the learning rate drops by 10x; "
+        "empty: constant. With `max_steps`, each drop comes at the same fraction of the steps.")
     max_steps: int = _field(0, "Stop after this many steps if > 0 (overrides `epochs`).",
                             minimum=0)
     weight_decay: float = _field(4e-5, "L2 weight decay.", minimum=0.0)
@@ -134,6 +135,9 @@ def _check(field: dataclasses.Field, value: Any) -> None:
     if "minimum" in meta and value < meta["minimum"]:
         raise HyperparameterError(
             f"hyperparameter {field.name}={value!r}: must be >= {meta['minimum']}")
+    if "above" in meta and value <= meta["above"]:
+        raise HyperparameterError(
+            f"hyperparameter {field.name}={value!r}: must be > {meta['above']}")
 
 
 def parse(raw: Mapping[str, Any]) -> Hyperparameters:
@@ -159,6 +163,13 @@ def parse(raw: Mapping[str, Any]) -> Hyperparameters:
         raise HyperparameterError(
             f"hyperparameter lr_decay_epochs={hps.lr_decay_epochs!r}: epochs must be positive "
             "and increasing")
+    if decay and decay[-1] >= hps.epochs:
+        # A drop at or past the end of training would never happen (with max_steps, the drops
+        # are placed at their fraction of `epochs`, so the same rule holds).
+        raise HyperparameterError(
+            f"hyperparameter lr_decay_epochs={hps.lr_decay_epochs!r}: every drop must come "
+            f"before the end of training, epochs={hps.epochs:g}; lower them, raise epochs, or "
+            "set lr_decay_epochs= (empty) for a constant rate")
     return hps
 
 

@@ -24,7 +24,8 @@ def test_defaults_and_string_values_from_sagemaker():
 
 def test_json_file_with_sdk_encoded_strings(tmp_path):
     path = tmp_path / "hyperparameters.json"
-    path.write_text(json.dumps({"backbone": '"resnet18"', "epochs": "2.5", "seed": "7"}))
+    path.write_text(json.dumps({"backbone": '"resnet18"', "epochs": "2.5", "seed": "7",
+                                "lr_decay_epochs": '"2"'}))
     hps = hyperparameters.parse_json_file(str(path))
     assert (hps.backbone, hps.epochs, hps.seed) == ("resnet18", 2.5, 7)
 
@@ -40,6 +41,12 @@ def test_json_file_with_sdk_encoded_strings(tmp_path):
     ({"base_learning_rate": "nan"}, "base_learning_rate='nan': not a finite number"),
     ({"lr_decay_epochs": "8,x"}, "lr_decay_epochs='8,x': expected comma-separated numbers"),
     ({"lr_decay_epochs": "11,8"}, "must be positive and increasing"),
+    # Values a training run cannot mean: refused, not replaced (once one step, once no update).
+    ({"epochs": "0"}, "epochs=0.0: must be > 0.0"),
+    ({"base_learning_rate": "0"}, "base_learning_rate=0.0: must be > 0.0"),
+    # A drop at or past the end would never happen: it was dropped without a word.
+    ({"epochs": "12", "lr_decay_epochs": "8,12"}, "every drop must come before the end of "
+                                                  "training, epochs=12"),
 ])
 def test_bad_hyperparameters_name_the_value(raw, message):
     with pytest.raises(HyperparameterError) as error:

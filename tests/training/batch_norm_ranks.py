@@ -108,7 +108,7 @@ def _batch_norm_layers(model) -> dict:
 def build_trainer(backend, batch_norm, work_dir, init_checkpoint=None) -> trainer.Trainer:
     hps = hyperparameters.parse({
         "backbone": "resnet18", "model_preset": "compact", "image_size": 64,
-        "mixed_precision": False, "batch_norm": batch_norm, "max_steps": STEPS,
+        "mixed_precision": False, "batch_norm": batch_norm, "max_steps": STEPS, "lr_decay_epochs": "",
         "warmup_steps": 0, "base_learning_rate": 0.01})
     directory = os.path.join(work_dir, batch_norm, f"rank-{backend.rank}")
     paths = trainer.Paths(checkpoint_dir=os.path.join(directory, "checkpoints"),

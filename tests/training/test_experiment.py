@@ -1,6 +1,7 @@
 """Model Garden config from hyperparameters, the learning-rate schedule, per-rank input sharding."""
 
 import os
+import re
 
 import pytest
 
@@ -106,8 +107,32 @@ def test_learning_rate_schedule_scales_warms_up_and_decays():
     assert values[10] == values[50] == pytest.approx(0.04)
     assert values[51] == values[75] == pytest.approx(0.004)
     assert values[76] == values[99] == pytest.approx(0.0004)
-    max_steps = Schedule.build(_hps(max_steps="7"), 200, 4)
-    assert max_steps.total_steps == 7 and max_steps.decay_boundaries == []
+
+
+
+def test_max_steps_places_the_drops_at_their_fraction_of_the_epochs_and_says_so(caplog):
+    """The drops keep their place when max_steps cuts the run: 8 and 11 of 12 epochs are steps
+    1333 and 1833 of 2000 (notebooks/README.md's example), logged for the user to see."""
+    import logging
+
+    with caplog.at_level(logging.INFO):
+        schedule = Schedule.build(_hps(max_steps="2000"), num_train_images=118287,
+                                  num_replicas=16)
+    assert schedule.total_steps == 2000 and schedule.decay_boundaries == [1333, 1833]
+    assert "the learning rate drops at steps [1333, 1833] of max_steps=2000" in caplog.text
+
+
+@pytest.mark.parametrize("overrides, message", [
+    # 8 and 11 of 12 epochs fall at steps 2 and 3 of 3: the second at the end.
+    ({"max_steps": "3"}, "the drops fall at steps [2, 3] of a 3-step run"),
+    # 2 steps per epoch: 1.1 and 1.2 epochs are both step 2.
+    ({"epochs": "4", "lr_decay_epochs": "1.1,1.2"}, "at a step of its own"),
+])
+def test_drops_that_cannot_happen_are_refused_not_dropped(overrides, message):
+    from maskrcnn_contract.hyperparameters import HyperparameterError
+
+    with pytest.raises(HyperparameterError, match=re.escape(message)):
+        Schedule.build(_hps(**overrides), num_train_images=16, num_replicas=4)
 
 
 def test_missing_dataset_info_names_the_expected_layout(tmp_path):
