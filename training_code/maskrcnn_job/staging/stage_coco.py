@@ -14,7 +14,6 @@ import argparse
 import dataclasses
 import os
 import shutil
-import sys
 import zipfile
 from typing import Optional, Sequence
 
@@ -83,7 +82,8 @@ def stage(work_dir: str, s3_uri: Optional[str], workers: int, strict: bool = Fal
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
+    # No abbreviations: `--backbone` must not pass for `--backbones`.
+    parser = argparse.ArgumentParser(description=__doc__, allow_abbrev=False,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     # The launcher's hyperparameter names too: the SageMaker toolkit passes them as --name value.
     parser.add_argument("--s3-uri", f"--{STAGING_S3_URI}", dest="s3_uri",
@@ -104,7 +104,10 @@ def main(argv=None) -> None:
                         help="fail on invalid annotations instead of skipping and reporting them")
     args, unknown = parser.parse_known_args(argv)
     if unknown:
-        print(f"ignoring arguments {unknown}", file=sys.stderr)
+        # A misspelled staging hyperparameter would otherwise stage with the default silently.
+        known = sorted(action.dest for action in parser._actions if action.dest != "help")
+        raise StagingError(f"unknown arguments {unknown}: the staging job's hyperparameters are "
+                           f"{', '.join(known)}")
     backbones = [b.strip() for b in args.backbones.split(",") if b.strip()]
     channel = stage(args.work_dir, args.s3_uri, args.workers, args.strict,
                     pretrained_s3_uri=args.pretrained_s3_uri, backbones=backbones)
