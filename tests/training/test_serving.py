@@ -142,3 +142,61 @@ def test_predict_results_are_a_coco_results_file_that_pycocotools_evaluates(tmp_
         evaluation.accumulate()
         evaluation.summarize()
         assert evaluation.stats[0] >= 0.89, iou_type  # 0.9: IoU 0.5..0.9 of 0.5..0.95
+
+
+def _jpeg(path, size=(32, 24)):
+    Image.new("RGB", size, "gray").save(path, format="JPEG")
+    return str(path)
+
+
+def _refusal(tmp_path, images, **kwargs):
+    """predict's refusal, before any model is loaded or any file written."""
+    from maskrcnn_local import predict
+
+    out = tmp_path / "out"
+    with pytest.raises(predict.PredictError) as error:
+        predict.predict(kwargs.pop("model", str(tmp_path)), images, str(out), **kwargs)
+    assert not out.exists()
+    return str(error.value)
+
+
+def test_predict_names_a_missing_empty_or_corrupt_image(tmp_path):
+    good = _jpeg(tmp_path / "good.jpg")
+    assert "image 'nowhere.jpg' does not exist" in _refusal(tmp_path, [good, "nowhere.jpg"])
+    (tmp_path / "empty.jpg").write_bytes(b"")
+    assert f"image '{tmp_path}/empty.jpg' is empty" in _refusal(tmp_path, [str(tmp_path / "empty.jpg")])
+    # A JPEG cut in half: its header reads, its pixels do not.
+    whole = (tmp_path / "good.jpg").read_bytes()
+    (tmp_path / "cut.jpg").write_bytes(whole[:len(whole) // 2])
+    message = _refusal(tmp_path, [good, str(tmp_path / "cut.jpg")])
+    assert f"image '{tmp_path}/cut.jpg' cannot be decoded" in message
+    Image.new("RGB", (8, 8)).save(tmp_path / "picture.gif")
+    assert "is GIF; the model takes JPEG or PNG" in _refusal(tmp_path, [str(tmp_path / "picture.gif")])
+
+
+def test_predict_names_an_empty_directory_a_model_without_savedmodel_and_a_bad_threshold(tmp_path):
+    (tmp_path / "none").mkdir()
+    assert "holds no .jpg/.jpeg/.png image" in _refusal(tmp_path, [str(tmp_path / "none")])
+    images = [_jpeg(tmp_path / "a.jpg")]
+    assert "holds no SavedModel" in _refusal(tmp_path, images, model=str(tmp_path / "none"))
+    assert "--score-threshold 7 is outside [0, 1]" in _refusal(tmp_path, images, score_threshold=7)
+
+
+def test_predict_names_the_images_its_annotations_do_not_hold(tmp_path):
+    images = [_jpeg(tmp_path / "1.jpg"), _jpeg(tmp_path / "2.jpg")]
+    (tmp_path / "truth.json").write_text(json.dumps({
+        "images": [{"id": 1, "file_name": "1.jpg", "height": 24, "width": 32}],
+        "annotations": [], "categories": [{"id": 1, "name": "circle"}]}))
+    assert "images not in the annotations file: ['2.jpg']" in _refusal(
+        tmp_path, images, annotations=str(tmp_path / "truth.json"))
+
+
+def test_the_predict_command_exits_2_naming_the_file(tmp_path, capsys):
+    from maskrcnn_local import predict
+
+    (tmp_path / "cut.png").write_bytes(b"\x89PNG\r\n\x1a\n garbage")
+    with pytest.raises(SystemExit) as exit_status:
+        predict.main([str(tmp_path), str(tmp_path / "cut.png"), "--out", str(tmp_path / "out")])
+    assert exit_status.value.code == 2
+    assert "cut.png' cannot be decoded" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

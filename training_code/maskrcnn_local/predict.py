@@ -62,19 +62,39 @@ def _model_paths(model: str, scratch: str):
 
 
 def image_files(paths: Sequence[str]) -> List[str]:
-    """Images named, and the images in directories named, sorted within each directory."""
+    """Images named, and the images in directories named, sorted within each directory; each
+    one checked to decode, so that a bad file is named here and not by TensorFlow's decoder."""
     found = []
     for path in paths:
         if os.path.isdir(path):
-            found += sorted(os.path.join(path, n) for n in os.listdir(path)
+            inside = sorted(os.path.join(path, n) for n in os.listdir(path)
                             if n.lower().endswith(IMAGE_SUFFIXES))
+            if not inside:
+                raise PredictError(f"directory {path!r} holds no {'/'.join(IMAGE_SUFFIXES)} image")
+            found += inside
         elif os.path.isfile(path):
             found.append(path)
         else:
             raise PredictError(f"image {path!r} does not exist")
     if not found:
-        raise PredictError(f"no {'/'.join(IMAGE_SUFFIXES)} images in {list(paths)}")
+        raise PredictError("no image given: name image files or directories of them")
+    for path in found:
+        _check_decodes(path)
     return found
+
+
+def _check_decodes(path: str) -> None:
+    if os.path.getsize(path) == 0:
+        raise PredictError(f"image {path!r} is empty")
+    try:
+        with Image.open(path) as image:
+            image_format = image.format
+            image.load()
+    except Exception as error:  # noqa: BLE001  (Pillow raises OSError, SyntaxError, ValueError...)
+        raise PredictError(f"image {path!r} cannot be decoded ({type(error).__name__}: "
+                           f"{error}); the model takes JPEG or PNG files") from None
+    if image_format not in ("JPEG", "PNG"):
+        raise PredictError(f"image {path!r} is {image_format}; the model takes JPEG or PNG files")
 
 
 class Predictor:
