@@ -154,6 +154,8 @@ def _follow(boto_session, job_name: str) -> None:
 
 
 def run(args) -> None:
+    if args.command == "invoke":  # refused before anything is read or sent
+        deploy.check_score_threshold(args.score_threshold)
     deployment, boto_session = settings.connect(args.ssm_path)
     if args.command == "launch":
         from maskrcnn_launcher import jobs, submit  # the SDK is imported only to launch

@@ -565,11 +565,26 @@ def content_type_of(body: bytes) -> str:
                              "endpoint takes image/jpeg, image/png or application/json")
 
 
+def check_score_threshold(score_threshold) -> None:
+    """Raises DeployRequestError unless the threshold is None (the endpoint's default) or a
+    number from 0 to 1: the endpoint would refuse anything else, after running the model
+    (training_code/maskrcnn_job/serving/endpoint_handler.py)."""
+    if score_threshold is None:
+        return
+    if (isinstance(score_threshold, bool) or not isinstance(score_threshold, (int, float))
+            or not 0 <= score_threshold <= 1):
+        raise DeployRequestError(
+            f"score threshold {score_threshold!r} (--score-threshold, score_threshold): expected "
+            "a number from 0 to 1 (detections scoring below it are dropped), or unset for the "
+            "endpoint's default")
+
+
 def invoke(runtime_client, endpoint_name: str, body: bytes, content_type: Optional[str] = None,
            score_threshold: Optional[float] = None) -> dict:
     """Sends one encoded image (or a TensorFlow Serving JSON request) to the endpoint
     (InvokeEndpoint) and returns its JSON answer: for an image {"detections": [...],
     "image_size": [h, w]} (training_code/maskrcnn_job/serving/endpoint_handler.py)."""
+    check_score_threshold(score_threshold)
     content_type = content_type or content_type_of(body)
     if content_type not in CONTENT_TYPES:
         raise DeployRequestError(f"content type {content_type!r}: the endpoint takes "

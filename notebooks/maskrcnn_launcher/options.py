@@ -1,7 +1,8 @@
-"""What a user chooses for a launch, and the error a launch that cannot go out raises."""
+"""What a user chooses for a launch, its check, and the error a launch that cannot go out raises."""
 
 import dataclasses
-from typing import Dict, Optional
+import math
+from typing import Dict, List, Optional
 
 from maskrcnn_contract import job_io
 from maskrcnn_contract.hyperparameters import DISTRIBUTIONS, Hyperparameters
@@ -39,3 +40,69 @@ class LaunchOptions:
     # s3://<bucket>/checkpoints/<prefix>-<run name>/, so launching a run again resumes it.
     # None: `<data source>-<6 random hex digits>`, a new run.
     run_name: Optional[str] = None
+
+
+# StoppingCondition MaxRuntimeInSeconds: 1 second to 28 days (SageMaker API reference,
+# StoppingCondition). MaxWaitTimeInSeconds (managed spot) has no maximum of its own there: at
+# least 1 second, and at least MaxRuntimeInSeconds.
+MAX_RUN_SECONDS = 28 * 24 * 3600
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _seconds(hours) -> Optional[int]:
+    """Whole seconds of a number of hours, as the request carries them; None for what is no
+    finite number."""
+    if isinstance(hours, bool) or not isinstance(hours, (int, float)) or not math.isfinite(hours):
+        return None
+    return int(hours * 3600)
+
+
+def option_problems(options: LaunchOptions) -> List[str]:
+    """Every option of a launch that SageMaker would refuse, or that would not reach it as given:
+    the SDK leaves a 0 out of the request (SageMaker's default then replaces the user's value)
+    and sends a negative run time as it is. Each names the value, the CLI flag and the
+    LaunchOptions field, and what is allowed."""
+    problems = []
+    for value, what, where in (
+            (options.instance_count, "instance count", "--instances, instance_count"),
+            (options.volume_size_gb, "volume size", "--volume-gb, volume_size_gb")):
+        if not _whole(value) or value < 1:
+            unit = " GB" if what == "volume size" else ""
+            problems.append(f"{what} {value!r}{unit} ({where}): expected a whole number, 1 or more")
+    if options.processes_per_host is not None and (
+            not _whole(options.processes_per_host) or options.processes_per_host < 1):
+        problems.append(f"processes per host {options.processes_per_host!r} (--processes-per-host, "
+                        "processes_per_host): expected a whole number, 1 or more, or unset (one "
+                        "per GPU)")
+    run = _seconds(options.max_run_hours)
+    if run is None or not 1 <= run <= MAX_RUN_SECONDS:
+        problems.append(
+            f"max run hours {options.max_run_hours!r} (--max-run-hours, max_run_hours): expected "
+            f"more than 0 (at least 1 second) and at most {MAX_RUN_SECONDS // 3600} (28 days: "
+            "SageMaker's longest MaxRuntimeInSeconds)")
+    if options.max_wait_hours is not None:
+        wait = _seconds(options.max_wait_hours)
+        if not options.use_spot:
+            problems.append(
+                f"max wait hours {options.max_wait_hours!r} (max_wait_hours) limits a managed "
+                "spot job, and this launch is on demand: leave it unset, or use spot "
+                "(--spot, use_spot=True)")
+        elif wait is None or wait < 1 or (run is not None and wait < run):
+            problems.append(
+                f"max wait hours {options.max_wait_hours!r} (max_wait_hours): expected at least "
+                f"max_run_hours ({options.max_run_hours!r}): SageMaker's MaxWaitTimeInSeconds "
+                "counts the wait for spot capacity and the run; unset, it is twice max_run_hours")
+    for value, where in ((options.use_spot, "--spot, use_spot"),
+                         (options.use_pretrained, "--no-pretrained, use_pretrained")):
+        if not isinstance(value, bool):
+            problems.append(f"{value!r} ({where}): expected True or False")
+    if options.data_source not in DATA_SOURCES:
+        problems.append(f"data source {options.data_source!r} (--data-source, data_source): "
+                        f"expected one of {', '.join(DATA_SOURCES)}")
+    if not isinstance(options.hyperparameters, dict):
+        problems.append(f"hyperparameters {options.hyperparameters!r} (--hp, hyperparameters): "
+                        "expected a dictionary of names and values")
+    return problems

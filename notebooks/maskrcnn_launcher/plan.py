@@ -5,9 +5,12 @@ launch depends on: the distribution (the option or the `distribution` hyperparam
 they must agree), Horovod's ranks per host, the hyperparameters parsed as the job will parse them,
 the dictionary sent, the input channels, the run's names and checkpoint location, and what to
 tell the user. Refused here (LaunchRequestError, InstanceTypeError), naming each bad value:
-what the request could no longer show (a strategy given twice, Horovod's settings with another),
-a bad run name, hyperparameters the job's parser rejects, inputs not staged (`inputs`), a data
-source the deployment lacks. The request built from the plan is checked again as it is sent
+options SageMaker would refuse or the SDK would drop (`options.option_problems`: a count, volume
+or run time of 0, a negative run time, a spot wait shorter than the run), what the request could
+no longer show (a strategy given twice, Horovod's settings with another, a toolkit hyperparameter
+of the user's that the launcher's would replace), a hyperparameter named like SageMaker's or its
+toolkit's, a bad run name, hyperparameters the job's parser rejects, inputs not staged (`inputs`),
+a data source the deployment lacks. The request built from the plan is checked again as it is sent
 (`validation`, through `session`).
 
 No SageMaker SDK here: `jobs` turns a plan into the SDK's ModelTrainer.
@@ -21,9 +24,10 @@ from typing import Dict, List, Optional, Tuple
 from maskrcnn_contract import hyperparameters, job_io
 from maskrcnn_contract.hyperparameters import Hyperparameters
 
-from maskrcnn_launcher import inputs, instances
+from maskrcnn_launcher import inputs, instances, validation
 from maskrcnn_launcher.options import (DATA_SOURCES, DEFAULT_DISTRIBUTION, HOROVOD,
-                                       PARAMETER_SERVER, LaunchOptions, LaunchRequestError)
+                                       PARAMETER_SERVER, LaunchOptions, LaunchRequestError,
+                                       option_problems)
 from maskrcnn_launcher.settings import Deployment
 
 _RUN_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -165,9 +169,17 @@ def _parsed(raw: Dict[str, object]) -> Hyperparameters:
 def training_plan(deployment: Deployment, options: LaunchOptions, s3_client) -> LaunchPlan:
     """The plan of one Mask R-CNN training launch; raises naming what cannot go out (the module
     docstring lists it). `s3_client` looks up the staged inputs."""
+    problems = option_problems(options)
+    if problems:
+        raise LaunchRequestError("invalid launch:\n  - " + "\n  - ".join(problems))
     decoded = hyperparameters.decode(options.hyperparameters)
     distribution = distribution_of(options, decoded)
     ranks = ranks_per_host(distribution, options)
+    toolkit = job_io.distribution_hyperparameters(distribution, ranks, options.mpi_options)
+    problems = validation.toolkit_hyperparameter_problems(options.hyperparameters, distribution,
+                                                          toolkit, from_user=True)
+    if problems:
+        raise LaunchRequestError("invalid launch:\n  - " + "\n  - ".join(problems))
     run_name = options.run_name or f"{options.data_source}-{secrets.token_hex(3)}"
     base = base_job_name(deployment, run_name)
     parsed = _parsed({**decoded, "distribution": distribution})
@@ -190,11 +202,11 @@ def training_plan(deployment: Deployment, options: LaunchOptions, s3_client) -> 
         raise LaunchRequestError(inputs.refusal(missing))
     channels = input_channels(deployment, options.data_source, backbone)
     sent = {**options.hyperparameters, "batch_norm": parsed.batch_norm,
-            "distribution": distribution,
-            **job_io.distribution_hyperparameters(distribution, ranks, options.mpi_options)}
+            "distribution": distribution, **toolkit}
     max_wait = None
     if options.use_spot:
-        max_wait = int((options.max_wait_hours or 2 * options.max_run_hours) * 3600)
+        wait_hours = options.max_wait_hours
+        max_wait = int((2 * options.max_run_hours if wait_hours is None else wait_hours) * 3600)
     return LaunchPlan(
         distribution=distribution, ranks_per_host=ranks, hyperparameters=parsed,
         sent_hyperparameters=sent, channels=channels, run_name=run_name, base_job_name=base,

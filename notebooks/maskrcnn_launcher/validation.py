@@ -2,27 +2,31 @@
 deployment's policy and the rules SageMaker does not report clearly itself.
 
 Checked: the job name prefix, the role and the VPC that the notebook role's IAM conditions allow
-(a mismatch would come back as a bare AccessDenied); no volume key on instance types with local
-storage (SageMaker rejects it; docs/aws-rules.md); the training job's channels (`train`
-required and read-only, `pretrained` optional, FSx paths starting with the mount name); the job's
-hyperparameters (with the job's own parser) and the distribution: the toolkit's hyperparameters
-that start it (the MPI runner for horovod, the TF_CONFIG flag for multi_worker_mirrored, none for
-parameter_server, and nothing that starts another runner), parameter servers on 2 or more
-instances, and what each distribution allows of the other hyperparameters. Limits that SageMaker
-reports clearly by itself (name lengths, counts, id formats) are left to SageMaker.
+(a mismatch would come back as a bare AccessDenied); the instance count, volume size and run time
+that the SDK leaves out when they are 0 (SageMaker's defaults would replace them) and a spot wait
+shorter than the run; no volume key on instance types with local storage (SageMaker rejects it;
+docs/aws-rules.md); the training job's channels (`train` required and read-only, `pretrained`
+optional, FSx paths starting with the mount name); the job's hyperparameters (with the job's own
+parser) and the distribution: the toolkit's hyperparameters that start it (the MPI runner for
+horovod, the TF_CONFIG flag for multi_worker_mirrored, none for parameter_server), and no other
+hyperparameter named like SageMaker's or its toolkit's; parameter servers on 2 or more instances,
+and what each distribution allows of the other hyperparameters. Limits that SageMaker reports
+clearly by itself (name lengths, id formats) are left to SageMaker.
 
 What leaves no trace in the request (a distribution given twice with two values, the Horovod-only
-settings with another one) is refused earlier, when the launch is planned (`plan.py`).
+settings with another one, a launch option the SDK would drop, a toolkit hyperparameter of the
+user's that the launcher's would replace) is refused earlier, when the launch is planned
+(`plan.py`), with the messages of `toolkit_hyperparameter_problems` for the hyperparameters.
 """
 
 import os
-from typing import List, Mapping
+from typing import List, Mapping, Optional
 
 from maskrcnn_contract import hyperparameters, job_io
 
 from maskrcnn_launcher import instances
-from maskrcnn_launcher.options import (DEFAULT_DISTRIBUTION, HOROVOD, MWMS, PARAMETER_SERVER,
-                                       LaunchRequestError)
+from maskrcnn_launcher.options import (DEFAULT_DISTRIBUTION, HOROVOD, MAX_RUN_SECONDS, MWMS,
+                                       PARAMETER_SERVER, LaunchRequestError)
 from maskrcnn_launcher.settings import Deployment
 
 TRAINING, STAGING = "training", "staging"
@@ -46,6 +50,13 @@ _RUNNERS = {
     job_io.DATA_PARALLEL_PREFIX: "SageMaker's data-parallel library (not in this job)",
     job_io.DISTRIBUTION_INSTANCE_GROUPS: "the toolkit's choice of the hosts to distribute",
 }
+# Every hyperparameter name that SageMaker and its training toolkit own, as the contract lists
+# them: the launcher sends only those of job_io.distribution_hyperparameters, and refuses others.
+PLATFORM_PREFIXES = hyperparameters._PLATFORM_PREFIXES
+# The launch option each toolkit hyperparameter the launcher sends comes from.
+_SENT_FROM = {job_io.MPI_ENABLED: "distribution", job_io.MWMS_TOOLKIT_FLAG: "distribution",
+              job_io.MPI_PROCESSES_PER_HOST: "--processes-per-host, processes_per_host",
+              job_io.MPI_CUSTOM_OPTIONS: "mpi_options"}
 
 
 def _channel_problems(channels: List[Mapping], deployment: Deployment) -> List[str]:
@@ -77,20 +88,80 @@ def _channel_problems(channels: List[Mapping], deployment: Deployment) -> List[s
     return problems
 
 
+def _toolkit_problem(key: str, value, distribution: Optional[str], expected: Mapping,
+                     from_user: bool) -> str:
+    if key == job_io.PROGRAM:
+        return (f"hyperparameter {job_io.PROGRAM}={value!r}: the training image's ENV "
+                f"{job_io.PROGRAM_ENV} wins over it, so it would be ignored (docs/aws-rules.md "
+                "SM-14); the launcher chooses the program through the request's Environment")
+    remove = ("remove it (the launcher sends the toolkit's hyperparameters that each distribution "
+              "needs)")
+    if from_user and key in expected:
+        return (f"hyperparameter {key}={value!r} is the launcher's to send for "
+                f"distribution={distribution} (from {_SENT_FROM.get(key, 'distribution')}): "
+                "remove it")
+    prefix = next((p for p in _RUNNERS if key.startswith(p)), None)
+    if prefix is not None and distribution is None:
+        return f"hyperparameter {key}={value!r} is for {_RUNNERS[prefix]}, not a staging job: remove it"
+    if prefix is not None:
+        what = (f"is not one the launcher sends for distribution={distribution}"
+                if any(k.startswith(prefix) for k in expected) else
+                f"is for {_RUNNERS[prefix]}, and this job's distribution is {distribution}")
+        return f"hyperparameter {key}={value!r} {what}: {remove}"
+    return (f"hyperparameter {key}={value!r}: SageMaker's or its training toolkit's (names "
+            f"starting {' or '.join(PLATFORM_PREFIXES)}), and not one the launcher sends: it "
+            f"would change how the toolkit runs the job, unchecked; {remove}")
+
+
+def toolkit_hyperparameter_problems(hps: Mapping, distribution: Optional[str],
+                                    expected: Mapping, from_user: bool = False) -> List[str]:
+    """Every hyperparameter named like SageMaker's or its training toolkit's (PLATFORM_PREFIXES)
+    that the launcher does not send: `expected` are those it sends for `distribution`
+    (job_io.distribution_hyperparameters; none for a staging job, whose distribution is None).
+    `from_user`: `hps` are the user's, and the launcher's own would replace any of them."""
+    return [_toolkit_problem(key, hps[key], distribution, expected, from_user)
+            for key in sorted(hps) if key.startswith(PLATFORM_PREFIXES)
+            and (from_user or key not in expected)]
+
+
+def _resource_problems(request: Mapping) -> List[str]:
+    """What the SDK leaves out of the request when it is 0 (SageMaker's default would replace
+    it) or sends as it is (a negative run time), and a spot wait shorter than the run."""
+    problems = []
+    resources = request.get("ResourceConfig", {})
+    for key in ("InstanceCount", "VolumeSizeInGB"):
+        value = resources.get(key)
+        if value is None:
+            problems.append(f"ResourceConfig {key} is missing: expected 1 or more (the SDK leaves "
+                            "out a 0, and SageMaker's default would replace it)")
+        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            problems.append(f"ResourceConfig {key} {value!r}: expected 1 or more")
+    stopping = request.get("StoppingCondition", {})
+    run, wait = stopping.get("MaxRuntimeInSeconds"), stopping.get("MaxWaitTimeInSeconds")
+    limit = f"expected 1 to {MAX_RUN_SECONDS} (28 days)"
+    if run is None:
+        problems.append(f"StoppingCondition MaxRuntimeInSeconds is missing: {limit} (the SDK "
+                        "leaves out a 0, and SageMaker's default, 1 day, would replace it)")
+    elif isinstance(run, bool) or not isinstance(run, int) or not 1 <= run <= MAX_RUN_SECONDS:
+        problems.append(f"StoppingCondition MaxRuntimeInSeconds {run!r}: {limit}")
+        run = None
+    if not request.get("EnableManagedSpotTraining"):
+        if wait is not None:
+            problems.append(f"StoppingCondition MaxWaitTimeInSeconds {wait!r} limits a managed "
+                            "spot job, and this one is on demand")
+    elif wait is None or isinstance(wait, bool) or not isinstance(wait, int) or wait < (run or 1):
+        problems.append(f"StoppingCondition MaxWaitTimeInSeconds {wait!r}: expected at least "
+                        f"MaxRuntimeInSeconds ({run}): it counts the wait for spot capacity and "
+                        "the run")
+    return problems
+
+
 def _distribution_problems(hps: Mapping[str, str], distribution: str,
                            instance_count: int) -> List[str]:
     """The toolkit's runner hyperparameters against the distribution, and what the distribution
     needs of the instances and of the other hyperparameters."""
-    problems = []
-    sent = {key: value for key, value in hps.items() if key.startswith(tuple(_RUNNERS))}
-    expected = job_io.distribution_hyperparameters(distribution, 1)
-    for key in sorted(set(sent) - set(expected)):
-        prefix = next(p for p in _RUNNERS if key.startswith(p))
-        what = (f"is not one the launcher sends for distribution={distribution}"
-                if any(k.startswith(prefix) for k in expected) else
-                f"is for {_RUNNERS[prefix]}, and this job's distribution is {distribution}")
-        problems.append(f"hyperparameter {key}={sent[key]!r} {what}: remove it (the launcher "
-                        "sends the toolkit's hyperparameters that each distribution needs)")
+    problems = toolkit_hyperparameter_problems(
+        hps, distribution, job_io.distribution_hyperparameters(distribution, 1))
     if distribution == HOROVOD:
         ranks = hps.get(job_io.MPI_PROCESSES_PER_HOST, "")
         if hps.get(job_io.MPI_ENABLED) != "true" or not ranks.isdigit() or int(ranks) < 1:
@@ -140,6 +211,8 @@ def _hyperparameter_problems(hps: Mapping[str, str], channels: List[Mapping],
                 + "): remove it, or choose distribution=horovod")
     if distribution in hyperparameters.DISTRIBUTIONS:  # else named by the parser above
         problems += _distribution_problems(hps, distribution, instance_count)
+    else:
+        problems += toolkit_hyperparameter_problems(hps, distribution, {})
     return problems
 
 
@@ -151,14 +224,10 @@ PROGRAMS = {TRAINING: "train.py", STAGING: job_io.STAGING_PROGRAM}
 def _program_problems(request: Mapping, kind: str) -> List[str]:
     """What the toolkit will start: the image's ENV (train.py), unless the request's Environment,
     which overrides it, names another program; never the hyperparameter, which the image's ENV
-    overrides."""
+    overrides (`toolkit_hyperparameter_problems` refuses it)."""
     problems = []
-    sent = request.get("HyperParameters", {}).get(job_io.PROGRAM)
-    if sent is not None:
-        problems.append(
-            f"hyperparameter {job_io.PROGRAM}={sent!r}: the training image's ENV "
-            f"{job_io.PROGRAM_ENV} wins over it, so it would be ignored (docs/aws-rules.md SM-14); "
-            f"the launcher chooses the program through the request's Environment")
+    if kind == STAGING:  # a training job's are checked with its distribution's
+        problems += toolkit_hyperparameter_problems(request.get("HyperParameters", {}), None, {})
     environment = request.get("Environment") or {}
     starts = environment.get(job_io.PROGRAM_ENV, PROGRAMS[TRAINING])
     if starts != PROGRAMS[kind]:
@@ -179,6 +248,7 @@ def validate(request: Mapping, deployment: Deployment, kind: str) -> None:
         problems.append(f"role {request['RoleArn']!r} is not the deployment's {kind} role {role} "
                         "(the notebook role may pass only the deployment's job roles)")
     resources = request.get("ResourceConfig", {})
+    problems += _resource_problems(request)
     if resources.get("VolumeKmsKeyId") and instances.has_local_storage(resources["InstanceType"]):
         problems.append(f"{resources['InstanceType']} has local NVMe storage: SageMaker rejects a "
                         "VolumeKmsKeyId for it (ResourceConfig reference); the hardware encrypts it")

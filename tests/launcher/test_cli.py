@@ -205,3 +205,44 @@ def test_a_failed_endpoint_exits_1_with_its_reason_and_leaves_nothing(fake_aws):
     assert f"endpoint {name} Failed: Failed to download model data" in result.stderr
     assert "rolled back" in result.stderr
     assert _endpoint_names(fake_aws, name) == ([], [], [])
+
+
+# Values the SDK would drop (0 is falsy: SageMaker's default replaces it) or SageMaker would
+# take as given (a negative run time), and hyperparameters only SageMaker and its toolkit may
+# set: refused when the launch is planned, exit status 2, nothing sent, dry run or not.
+@pytest.mark.parametrize("args, message", [
+    (["--instances", "0"], "instance count 0 (--instances, instance_count): expected a whole "
+                           "number, 1 or more"),
+    (["--instances", "0", "--dry-run"], "instance count 0 (--instances, instance_count)"),
+    (["--max-run-hours", "0"], "max run hours 0.0 (--max-run-hours, max_run_hours): expected "
+                               "more than 0 (at least 1 second) and at most 672"),
+    (["--max-run-hours", "-1", "--dry-run"], "max run hours -1.0 (--max-run-hours"),
+    (["--volume-gb", "0"], "volume size 0 GB (--volume-gb, volume_size_gb): expected a whole "
+                           "number, 1 or more"),
+    (["--hp", "sagemaker_submit_directory=s3://elsewhere/code.tar.gz"],
+     "hyperparameter sagemaker_submit_directory='s3://elsewhere/code.tar.gz': SageMaker's or its "
+     "training toolkit's"),
+])
+def test_a_launch_option_sagemaker_would_replace_or_refuse_exits_2_and_sends_nothing(
+        fake_aws, args, message):
+    before = len(fake_aws.requests_since(0))
+    result = cli(fake_aws, "launch", *args)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert message in result.stderr
+    assert result.stdout == ""
+    assert fake_aws.requests_since(before) == []
+
+
+def test_invoke_with_a_score_threshold_outside_0_to_1_exits_2_and_sends_nothing(fake_aws,
+                                                                              tmp_path):
+    from PIL import Image
+
+    image = tmp_path / "street.jpg"
+    Image.new("RGB", (64, 48), (10, 200, 90)).save(image)
+    before = len(fake_aws.invocations)
+    result = cli(fake_aws, "invoke", f"{JOB_PREFIX}-endpoint-any", str(image),
+                 "--score-threshold", "7")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "score threshold 7.0 (--score-threshold, score_threshold): expected a number from 0 " \
+           "to 1" in result.stderr
+    assert len(fake_aws.invocations) == before

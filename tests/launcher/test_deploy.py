@@ -350,3 +350,16 @@ def test_a_staging_job_is_known_by_the_program_its_environment_starts(deployment
     staging = {"Environment": {job_io.PROGRAM_ENV: job_io.STAGING_PROGRAM}}
     assert deploy._is_staging_job(deployment, f"{JOB_PREFIX}-renamed", staging)
     assert not deploy._is_staging_job(deployment, f"{JOB_PREFIX}-run", {"Environment": {}})
+
+
+@pytest.mark.parametrize("threshold", [7, -0.1, float("nan"), "0.5"])
+def test_a_score_threshold_outside_0_to_1_is_refused_before_the_endpoint_is_called(fake_aws,
+                                                                                 threshold):
+    """The endpoint would refuse it only after running the model (endpoint_handler.py)."""
+    runtime = session().client("sagemaker-runtime")
+    before = len(fake_aws.invocations)
+    with pytest.raises(DeployRequestError,
+                       match=r"score threshold .* expected a number from 0 to 1"):
+        deploy.invoke(runtime, f"{JOB_PREFIX}-endpoint-any", image_bytes(),
+                      score_threshold=threshold)
+    assert len(fake_aws.invocations) == before

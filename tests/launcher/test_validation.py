@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from maskrcnn_contract import ssm
-from maskrcnn_launcher import data_prep, instances, jobs, settings, submit, validation
+from maskrcnn_launcher import data_prep, instances, jobs, plan, settings, submit, validation
 from maskrcnn_launcher.options import LaunchOptions, LaunchRequestError
 
 from tests.launcher.conftest import BUCKET, FSX_MOUNT_NAME, JOB_PREFIX, shared_boto_session
@@ -379,3 +379,103 @@ def test_a_request_whose_toolkit_hyperparameters_do_not_fit_its_distribution_is_
     relabelled["HyperParameters"]["distribution"] = "parameter_server"
     text = problems_of(relabelled, deployment)
     assert all(f"hyperparameter {key}=" in text for key in toolkit_hyperparameters("horovod", 8))
+
+
+# Launch options: each refused when the launch is planned, naming the value and what is allowed;
+# nothing is sent. The SDK drops a 0 (SageMaker's default replaces it) and sends a negative run
+# time as it is.
+
+@pytest.mark.parametrize("options, message", [
+    (dict(instance_count=0), "instance count 0 (--instances, instance_count): expected a whole "
+                             "number, 1 or more"),
+    (dict(instance_count=2.5), "instance count 2.5 (--instances, instance_count)"),
+    (dict(instance_count="2"), "instance count '2' (--instances, instance_count)"),
+    (dict(max_run_hours=0), "max run hours 0 (--max-run-hours, max_run_hours): expected more "
+                            "than 0 (at least 1 second) and at most 672 (28 days: SageMaker's "
+                            "longest MaxRuntimeInSeconds)"),
+    (dict(max_run_hours=-1), "max run hours -1 (--max-run-hours, max_run_hours)"),
+    (dict(max_run_hours=0.0001), "max run hours 0.0001 (--max-run-hours, max_run_hours)"),
+    (dict(max_run_hours=float("nan")), "max run hours nan (--max-run-hours, max_run_hours)"),
+    (dict(max_run_hours=673), "max run hours 673 (--max-run-hours, max_run_hours)"),
+    (dict(volume_size_gb=0), "volume size 0 GB (--volume-gb, volume_size_gb): expected a whole "
+                             "number, 1 or more"),
+    (dict(volume_size_gb=-5), "volume size -5 GB (--volume-gb, volume_size_gb)"),
+    (dict(processes_per_host=0), "processes per host 0 (--processes-per-host, "
+                                 "processes_per_host): expected a whole number, 1 or more"),
+    (dict(use_spot=True, max_run_hours=10, max_wait_hours=5),
+     "max wait hours 5 (max_wait_hours): expected at least max_run_hours (10)"),
+    (dict(use_spot=True, max_wait_hours=0), "max wait hours 0 (max_wait_hours)"),
+    (dict(max_wait_hours=100), "max wait hours 100 (max_wait_hours) limits a managed spot job"),
+    # Hyperparameters that only SageMaker and its toolkit set (the launcher sends the ones it owns).
+    (dict(hyperparameters={"sagemaker_submit_directory": "s3://elsewhere/code.tar.gz"}),
+     "hyperparameter sagemaker_submit_directory='s3://elsewhere/code.tar.gz': SageMaker's or its "
+     "training toolkit's"),
+    (dict(hyperparameters={"_tuning_objective_metric": "loss"}),
+     "hyperparameter _tuning_objective_metric='loss': SageMaker's or its training toolkit's"),
+    (dict(hyperparameters={"sagemaker_program": "x.py"}),
+     "hyperparameter sagemaker_program='x.py': the training image's ENV SAGEMAKER_PROGRAM wins"),
+    (dict(hyperparameters={"sagemaker_mpi_custom_mpi_options": "-x NCCL_DEBUG=INFO"}),
+     "hyperparameter sagemaker_mpi_custom_mpi_options='-x NCCL_DEBUG=INFO' is the launcher's to "
+     "send for distribution=horovod (from mpi_options)"),
+])
+def test_a_launch_option_sagemaker_would_replace_or_refuse_is_refused_when_planned(
+        deployment, options, message):
+    """Planned: before the SDK builds anything (the CLI's test shows nothing is sent)."""
+    with pytest.raises(LaunchRequestError) as refused:
+        plan.training_plan(deployment, LaunchOptions(**options), shared_boto_session().client("s3"))
+    assert message in str(refused.value)
+
+
+def test_every_bad_launch_option_is_named_at_once(deployment):
+    with pytest.raises(LaunchRequestError) as refused:
+        sent(deployment, instance_count=0, max_run_hours=0, volume_size_gb=0)
+    text = str(refused.value)
+    assert all(f"{what} (--" in text for what in ("instance count 0", "max run hours 0",
+                                                  "volume size 0 GB"))
+
+
+def test_the_longest_run_sagemaker_allows_is_sent_and_a_second_more_is_refused(deployment):
+    """StoppingCondition MaxRuntimeInSeconds: at most 28 days."""
+    request = sent(deployment, max_run_hours=672, use_spot=True)
+    assert request["StoppingCondition"] == {"MaxRuntimeInSeconds": 672 * 3600,
+                                            "MaxWaitTimeInSeconds": 2 * 672 * 3600}
+    with pytest.raises(LaunchRequestError, match="at most 672 "):
+        sent(deployment, max_run_hours=672 + 1 / 3600)
+
+
+# The request as sent: what the SDK leaves out when it is falsy must be there, and positive.
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda r: r["ResourceConfig"].pop("InstanceCount"),
+     "ResourceConfig InstanceCount is missing: expected 1 or more"),
+    (lambda r: r["ResourceConfig"].update(InstanceCount=0),
+     "ResourceConfig InstanceCount 0: expected 1 or more"),
+    (lambda r: r["ResourceConfig"].pop("VolumeSizeInGB"),
+     "ResourceConfig VolumeSizeInGB is missing: expected 1 or more"),
+    (lambda r: r["StoppingCondition"].pop("MaxRuntimeInSeconds"),
+     "StoppingCondition MaxRuntimeInSeconds is missing: expected 1 to 2419200"),
+    (lambda r: r["StoppingCondition"].update(MaxRuntimeInSeconds=-3600),
+     "StoppingCondition MaxRuntimeInSeconds -3600: expected 1 to 2419200"),
+    (lambda r: r.update(EnableManagedSpotTraining=True,
+                        StoppingCondition={"MaxRuntimeInSeconds": 7200,
+                                           "MaxWaitTimeInSeconds": 3600}),
+     "StoppingCondition MaxWaitTimeInSeconds 3600: expected at least MaxRuntimeInSeconds (7200)"),
+    (lambda r: r["HyperParameters"].update(sagemaker_submit_directory="s3://x/code.tar.gz"),
+     "hyperparameter sagemaker_submit_directory='s3://x/code.tar.gz': SageMaker's or its "
+     "training toolkit's"),
+    (lambda r: r["HyperParameters"].update(_tuning_objective_metric="loss"),
+     "hyperparameter _tuning_objective_metric='loss'"),
+])
+def test_a_request_without_what_the_sdk_drops_when_falsy_is_refused(deployment, mutate, message):
+    bad = copy.deepcopy(sent(deployment, data_source="fsx"))
+    mutate(bad)
+    assert message in problems_of(bad, deployment)
+
+
+def test_a_staging_request_with_a_toolkit_hyperparameter_is_refused(fake_aws, deployment):
+    request = submit.send(jobs.staging_job(deployment, shared_boto_session()), deployment,
+                          dry_run=True)
+    bad = copy.deepcopy(request)
+    bad["HyperParameters"]["sagemaker_mpi_enabled"] = "true"
+    assert "hyperparameter sagemaker_mpi_enabled='true'" in \
+        problems_of(bad, deployment, validation.STAGING)
