@@ -16,7 +16,8 @@ from stacks.pipeline_stack import PipelineStack
 
 
 def build_app(app: cdk.App) -> cdk.App:
-    config = DeploymentConfig.from_context(app.node.try_get_context)
+    # The whole context (cdk.json, then -c): every maskrcnn:* key must be a setting.
+    config = DeploymentConfig.from_context(app.node.get_all_context())
     if config.pipeline_enabled:
         PipelineStack(app, f"{config.deployment_name}-pipeline", config=config,
                       env=cdk.Environment(account=config.pipeline_account, region=config.pipeline_region))

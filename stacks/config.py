@@ -1,19 +1,27 @@
 """Deployment settings: `cdk.json` context read into one typed, validated object.
 
 Every setting has a default that deploys a working system; `cdk deploy -c key=value` or the
-`context` block of cdk.json overrides it. A bad value fails synth here, before any construct is
-built, with a message naming the key, the value and what is allowed.
+`context` block of cdk.json overrides it. Every `maskrcnn:*` key of the app's context must be a
+setting. A bad value fails synth here, before any construct is built, with a message naming the
+key, the value and what is allowed (every bad setting at once); an unknown key is named with the
+nearest known one.
+
+The settings are a pydantic model: each field declares its type, how a `-c` string becomes that
+type, and the rule of its own value; `_rules_across_settings` checks what depends on several.
 """
 
-from __future__ import annotations
-
+import difflib
 import json
 import re
 import shlex
-from dataclasses import dataclass, fields
-from typing import Any, Callable, Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, Iterator, List, Mapping, Optional
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError
+from pydantic_core import PydanticCustomError
 
 CONTEXT_PREFIX = "maskrcnn:"
+UNKNOWN = "unknown setting"
 
 # FSx for Lustre SSD storage: capacity steps (GiB) and throughput per TiB by deployment type.
 # https://docs.aws.amazon.com/fsx/latest/LustreGuide/managing-storage-capacity.html
@@ -32,7 +40,7 @@ EFS_ID = re.compile(r"^fs-[0-9a-f]{8,40}$")
 DEPLOYMENT_NAME = re.compile(r"^[a-z][a-z0-9-]{0,22}[a-z0-9]$")
 AVAILABILITY_ZONE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$")
 NOTEBOOK_INSTANCE_TYPE = re.compile(r"^ml\.[a-z0-9]+\.[a-z0-9]+$")
-S3_PREFIX = re.compile(r"^[A-Za-z0-9!_.*'()/-]+/$")
+S3_PREFIX = re.compile(r"^[A-Za-z0-9!_.*'()-][A-Za-z0-9!_.*'()/-]*/$")
 CIDR = re.compile(r"^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})/(\d{1,2})$")
 CONNECTION_ARN = re.compile(
     r"^arn:aws[a-z-]*:(codestar-connections|codeconnections):[a-z0-9-]+:\d{12}:connection/[0-9a-f-]{36}$"
@@ -42,6 +50,11 @@ GIT_URL = re.compile(r"^https://[^\s/$.?#].[^\s]*$")
 ACCOUNT = re.compile(r"^\d{12}$")
 REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
 REPOSITORY = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+# What `git check-ref-format --branch` refuses anywhere in a branch name: control characters,
+# space, ~ ^ : ? * [ \, "..", "@{", "//", and a component that starts with '.' or ends in ".lock".
+GIT_REF_FORBIDDEN = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//|(^|/)\.|\.lock(/|$)")
+# Retention spans the network stack maps onto CloudWatch Logs' RetentionDays.
+LOG_RETENTION_DAYS = (30, 90, 180, 365, 731, 1827, 3653)
 
 
 class ConfigError(ValueError):
@@ -60,52 +73,156 @@ class BucketLayout:
     samples: str = "samples/"        # images users upload for inference.ipynb to send to an endpoint
 
 
-@dataclass(frozen=True)
-class DeploymentConfig:
+# --- what a value may be: `-c` strings and cdk.json's JSON types, then each setting's rule --------
+
+def _refuse(tail: str, value: Any = None) -> None:
+    """Fails one setting: `tail` says what is allowed; `value`, the value as read, when it differs
+    from what was given."""
+    raise PydanticCustomError("maskrcnn", "{tail}", {"tail": tail, "value": value})
+
+
+def _boolean(value: Any) -> Any:
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    return value if isinstance(value, bool) else _refuse("use true or false")
+
+
+def _whole(value: Any) -> Any:
+    if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
+        return int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) else _refuse("use a whole number")
+
+
+def _text(value: Any) -> Any:
+    return value if isinstance(value, str) else _refuse("use a string")
+
+
+def _names(value: Any) -> Any:
+    """A JSON list (cdk.json), or a `-c` string: a JSON list or comma-separated names."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip().startswith("[") else value.split(",")
+        except json.JSONDecodeError as err:
+            _refuse(f"use a JSON list or comma-separated names ({err})")
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        _refuse("use a list of strings")
+    return tuple(v.strip() for v in value if v.strip())
+
+
+def _unset_if_empty(value: Any) -> Any:
+    return None if isinstance(value, str) and value in ("", "null") else value
+
+
+def _checked(kind: Any, ok: Any, expected: str) -> Any:
+    """`kind`, whose value must pass `ok`: a function, or a pattern the whole value matches."""
+    test = ok.fullmatch if isinstance(ok, re.Pattern) else ok
+
+    def check(value: Any) -> Any:
+        if not test(value):
+            _refuse(f"expected {expected}", value)
+        return value
+    return Annotated[kind, AfterValidator(check)]
+
+
+def _unset_or(kind: Any) -> Any:
+    """An optional setting: unset (null, or an empty `-c key=`), or a value of `kind`."""
+    return Annotated[Optional[kind], BeforeValidator(_unset_if_empty)]
+
+
+def _is_cidr(cidr: str) -> bool:
+    match = CIDR.match(cidr)
+    return bool(match) and all(int(octet) <= 255 for octet in match.groups()[:4]) \
+        and 16 <= int(match.group(5)) <= 22
+
+
+def _is_branch(name: str) -> bool:
+    return (bool(name) and name != "@" and not name.startswith(("-", "/"))
+            and not name.endswith(("/", ".")) and not GIT_REF_FORBIDDEN.search(name))
+
+
+def _is_repository(name: str) -> bool:
+    return bool(REPOSITORY.fullmatch(name)) and not set(name.split("/")) & {".", ".."}
+
+
+Bool = Annotated[bool, BeforeValidator(_boolean)]
+Int = Annotated[int, BeforeValidator(_whole)]
+Text = Annotated[str, BeforeValidator(_text)]
+# What is allowed, where a rule across settings says it too.
+CONNECTION = ("a CodeStar/CodeConnections connection ARN "
+              "(arn:aws:codeconnections:<region>:<account>:connection/<uuid>)")
+OWNER_NAME = "'owner/name' of the repository the connection reads"
+ACCOUNT_ID = "the 12-digit AWS account id"
+REGION_NAME = "a region name such as 'us-east-1'"
+BRANCH = ("a Git branch name (`git check-ref-format --branch`: no spaces, '..', '@{', any of "
+          "~^:?*[\\, or a leading '-')")
+Zone = _checked(str, AVAILABILITY_ZONE, "availability zone names such as 'us-east-1a'")
+Zones = _checked(_checked(Annotated[tuple[Zone, ...], BeforeValidator(_names)],
+                          lambda zones: len(zones) in (0, 2, 3), "empty, or 2 to 3 zone names"),
+                 lambda zones: len(set(zones)) == len(zones), "distinct zone names")
+# Both prefixes reach EFS and FSx (mirrored_prefixes). Rule FSX-5 (docs/aws-rules.md): data
+# repository associations cannot have nested paths; rule DS-1: nested DataSync copies would delete
+# each other's files (REMOVE).
+Prefix = _checked(_checked(Text, S3_PREFIX, "an S3 key prefix ending in '/', e.g. 'datasets/coco2017/'"),
+                  lambda prefix: not (prefix.startswith(BucketLayout.pretrained)
+                                      or BucketLayout.pretrained.startswith(prefix)),
+                  f"a prefix that neither contains nor lies below '{BucketLayout.pretrained}', "
+                  "where the backbone checkpoints live")
+
+
+class DeploymentConfig(BaseModel):
     """All deployment settings. Context keys are the field names with the `maskrcnn:` prefix."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     # Names every resource and the SSM path `/<deployment_name>/...`: lets two deployments
     # (say, dev and prod) live in one account.
-    deployment_name: str = "maskrcnn"
+    deployment_name: _checked(Text, DEPLOYMENT_NAME, "2-24 characters: a lowercase letter, then "
+                              "lowercase letters, digits or '-', ending in a letter or a digit") = "maskrcnn"
     # The region to deploy to. Empty: the CLI's region (CDK_DEFAULT_REGION), which `cdk deploy`
     # always knows; it picks the training image's base (the region's Deep Learning Container).
-    region: str | None = None
+    region: _unset_or(_checked(Text, REGION, REGION_NAME)) = None
     # Network
-    vpc_cidr: str = "10.40.0.0/16"
+    vpc_cidr: _checked(Text, _is_cidr,
+                       "an IPv4 CIDR block from /16 to /22, e.g. '10.40.0.0/16'") = "10.40.0.0/16"
     # Empty: two AZs from the deployment region (environment-agnostic synth). Name 2-3 AZs to use
     # three or to pin them, e.g. ["us-east-1a", "us-east-1b", "us-east-1c"].
-    availability_zones: tuple[str, ...] = ()
+    availability_zones: Zones = ()
     # NAT gateways give jobs and the notebook internet egress (COCO download, pip, git).
     # 0 builds an isolated VPC that relies on its VPC endpoints alone.
-    nat_gateways: int = 1
-    flow_log_retention_days: int = 365
+    nat_gateways: Int = 1
+    flow_log_retention_days: _checked(Int, lambda days: days in LOG_RETENTION_DAYS,
+                                      f"one of {list(LOG_RETENTION_DAYS)}") = 365
     # Storage
-    data_prefix: str = "datasets/coco2017/"
-    existing_efs_id: str | None = None
-    fsx_enabled: bool = True
-    fsx_deployment_type: str = "PERSISTENT_2"
-    fsx_storage_capacity_gib: int = 1200
+    data_prefix: Prefix = "datasets/coco2017/"
+    existing_efs_id: _unset_or(_checked(Text, EFS_ID,
+                                        "an EFS file system id such as 'fs-0123456789abcdef0'")) = None
+    fsx_enabled: Bool = True
+    fsx_deployment_type: _checked(Text, lambda kind: kind in FSX_DEPLOYMENT_TYPES,
+                                  f"one of {', '.join(FSX_DEPLOYMENT_TYPES)} (SCRATCH_1 cannot "
+                                  "auto-import from S3)") = "PERSISTENT_2"
+    fsx_storage_capacity_gib: Int = 1200
     # MB/s per TiB; empty: 250 for PERSISTENT_2, 200 for PERSISTENT_1 (SCRATCH_2 has no setting).
-    fsx_throughput_per_tib: int | None = None
+    fsx_throughput_per_tib: _unset_or(Int) = None
     # Notebook
-    notebook_instance_type: str = "ml.t3.large"
-    notebook_volume_gib: int = 50
-    git_repository_url: str | None = None
-    git_branch: str = "main"
+    notebook_instance_type: _checked(Text, NOTEBOOK_INSTANCE_TYPE,
+                                     "a SageMaker instance type such as 'ml.t3.large'") = "ml.t3.large"
+    notebook_volume_gib: _checked(Int, lambda gib: 5 <= gib <= 16384, "5 to 16384 GiB") = 50
+    git_repository_url: _unset_or(_checked(Text, GIT_URL, "an https:// clone URL")) = None
+    git_branch: _checked(Text, _is_branch, BRANCH) = "main"
     # An existing Secrets Manager secret {"username": ..., "password": ...} for a private repo.
-    git_secret_arn: str | None = None
+    git_secret_arn: _unset_or(_checked(Text, SECRET_ARN, "a Secrets Manager secret ARN")) = None
     # Or: a Git user name, for which the stack creates a secret in that form; put the token in
     # it after deploying (docs/settings.md, "Private Git repository").
-    git_username: str | None = None
-    # Pipeline (CDK Pipelines), off unless enabled.
-    pipeline_enabled: bool = False
-    pipeline_connection_arn: str | None = None
-    pipeline_repository: str | None = None
-    pipeline_branch: str = "main"
+    git_username: _unset_or(Text) = None
+    # Pipeline (CDK Pipelines), off unless enabled. Each value given is checked, enabled or not.
+    pipeline_enabled: Bool = False
+    pipeline_connection_arn: _unset_or(_checked(Text, CONNECTION_ARN, CONNECTION)) = None
+    pipeline_repository: _unset_or(_checked(Text, _is_repository, OWNER_NAME)) = None
+    pipeline_branch: _checked(Text, _is_branch, BRANCH) = "main"
     # The account and region the pipeline lives in and deploys to (CDK Pipelines needs them
     # concrete: the asset stage's registry login names the region).
-    pipeline_account: str | None = None
-    pipeline_region: str | None = None
+    pipeline_account: _unset_or(_checked(Text, ACCOUNT, ACCOUNT_ID)) = None
+    pipeline_region: _unset_or(_checked(Text, REGION, REGION_NAME)) = None
 
     @property
     def bucket(self) -> BucketLayout:
@@ -133,7 +250,7 @@ class DeploymentConfig:
         return f"/{self.deployment_name}"
 
     @property
-    def fsx_throughput(self) -> int | None:
+    def fsx_throughput(self) -> Optional[int]:
         """The FSx throughput to deploy: the setting, or the deployment type's default."""
         if self.fsx_throughput_per_tib is not None:
             return self.fsx_throughput_per_tib
@@ -143,13 +260,13 @@ class DeploymentConfig:
     def max_azs(self) -> int:
         return len(self.availability_zones) or 2
 
-    def context_arguments(self) -> list[str]:
+    def context_arguments(self) -> List[str]:
         """`-c key=value` arguments that rebuild this config (settings that differ from defaults)."""
         defaults = DeploymentConfig()
         arguments = []
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if value == getattr(defaults, f.name):
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if value == getattr(defaults, name):
                 continue
             if isinstance(value, bool):
                 text = str(value).lower()
@@ -157,124 +274,100 @@ class DeploymentConfig:
                 text = json.dumps(list(value))
             else:
                 text = "" if value is None else str(value)
-            arguments.append(shlex.quote(f"{CONTEXT_PREFIX}{f.name}={text}"))
+            arguments.append(shlex.quote(f"{CONTEXT_PREFIX}{name}={text}"))
         return [part for arg in arguments for part in ("-c", arg)]
 
     @classmethod
-    def from_context(cls, get: Callable[[str], Any]) -> "DeploymentConfig":
-        """Builds the config from a context getter such as `app.node.try_get_context`."""
-        raw = {}
-        for f in fields(cls):
-            value = get(CONTEXT_PREFIX + f.name)
-            if value is not None:
-                raw[f.name] = value
-        return cls.from_mapping(raw)
+    def from_context(cls, context: Any) -> "DeploymentConfig":
+        """Builds the config from the app's whole context: `app.node.get_all_context()`, the node,
+        or its `try_get_context` (whose node's whole context is read). Every `maskrcnn:*` key must
+        be a setting; CDK's own keys (`@aws-cdk/...`) are not ours. A setting's name without the
+        prefix, or `maskrcnn` with another separator, is refused as a likely slip."""
+        node = getattr(context, "__self__", context)  # a bound try_get_context: its node
+        if hasattr(node, "get_all_context"):
+            context = node.get_all_context()
+        raw, strays = {}, []
+        for key, value in context.items():
+            if key.startswith(CONTEXT_PREFIX):
+                raw[key[len(CONTEXT_PREFIX):]] = value
+            elif key.lower().startswith("maskrcnn") or key in cls.model_fields:
+                strays.append(_unknown(key, re.sub(r"^maskrcnn[^a-z0-9]?", "", key, flags=re.I)))
+        return cls._build(raw, strays)
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> "DeploymentConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise ConfigError(
-                f"unknown setting(s) {', '.join(CONTEXT_PREFIX + k for k in unknown)}; "
-                f"known settings: {', '.join(CONTEXT_PREFIX + k for k in sorted(known))}"
-            )
-        values = {name: _coerce(name, value) for name, value in raw.items()}
-        config = cls(**values)
-        config.validate()
+        """Builds the config from settings named without the prefix (tests, tools)."""
+        return cls._build(raw, [])
+
+    @classmethod
+    def _build(cls, raw: Mapping[str, Any], problems: List[str]) -> "DeploymentConfig":
+        try:
+            config = cls.model_validate(dict(raw))
+        except ValidationError as error:
+            problems += [_message(e) for e in error.errors(include_url=False)]
+        else:
+            problems += [_not_allowed(*problem) for problem in config._rules_across_settings()]
+        if any(UNKNOWN in problem for problem in problems):
+            problems.append("known settings: "
+                            + ", ".join(CONTEXT_PREFIX + name for name in sorted(cls.model_fields)))
+        if problems:
+            raise ConfigError("\n".join(problems))
         return config
 
-    def validate(self) -> None:
-        _check(DEPLOYMENT_NAME.match(self.deployment_name), "deployment_name", self.deployment_name,
-               "2-24 characters: a lowercase letter, then lowercase letters, digits or '-', "
-               "ending in a letter or a digit")
-        if self.region is not None:
-            _check(REGION.match(self.region), "region", self.region, "a region name such as 'us-east-1'")
-        _check_cidr(self.vpc_cidr)
-        _check(self.availability_zones == () or 2 <= len(self.availability_zones) <= 3,
-               "availability_zones", list(self.availability_zones), "empty, or 2 to 3 zone names")
-        for zone in self.availability_zones:
-            _check(AVAILABILITY_ZONE.match(zone), "availability_zones", zone,
-                   "availability zone names such as 'us-east-1a'")
-        _check(len(set(self.availability_zones)) == len(self.availability_zones),
-               "availability_zones", list(self.availability_zones), "distinct zone names")
-        _check(0 <= self.nat_gateways <= self.max_azs, "nat_gateways", self.nat_gateways,
-               f"0 (isolated VPC) to {self.max_azs} (one per availability zone)")
-        _check(self.flow_log_retention_days in _LOG_RETENTION_DAYS, "flow_log_retention_days",
-               self.flow_log_retention_days, f"one of {sorted(_LOG_RETENTION_DAYS)}")
-        _check(S3_PREFIX.match(self.data_prefix) and not self.data_prefix.startswith("/"),
-               "data_prefix", self.data_prefix, "an S3 key prefix ending in '/', e.g. 'datasets/coco2017/'")
-        # Both prefixes reach EFS and FSx (mirrored_prefixes). Rule FSX-5 (docs/aws-rules.md):
-        # data repository associations cannot have nested paths; rule DS-1: nested DataSync
-        # copies would delete each other's files (REMOVE).
-        pretrained = self.bucket.pretrained
-        _check(not (self.data_prefix.startswith(pretrained) or pretrained.startswith(self.data_prefix)),
-               "data_prefix", self.data_prefix, f"a prefix that neither contains nor lies below "
-               f"'{pretrained}', where the backbone checkpoints live")
-        if self.existing_efs_id is not None:
-            _check(EFS_ID.match(self.existing_efs_id), "existing_efs_id", self.existing_efs_id,
-                   "an EFS file system id such as 'fs-0123456789abcdef0'")
-        self._validate_fsx()
-        _check(NOTEBOOK_INSTANCE_TYPE.match(self.notebook_instance_type), "notebook_instance_type",
-               self.notebook_instance_type, "a SageMaker instance type such as 'ml.t3.large'")
-        _check(5 <= self.notebook_volume_gib <= 16384, "notebook_volume_gib",
-               self.notebook_volume_gib, "5 to 16384 GiB")
-        self._validate_git()
-        self._validate_pipeline()
+    def _rules_across_settings(self) -> Iterator[tuple[str, Any, str]]:
+        """(key, value, what is allowed) of each rule that depends on more than one setting. Plain
+        checks, run once every field is valid: a pydantic model validator stops at its first error
+        and names no key, and these name the key and every problem."""
+        if not 0 <= self.nat_gateways <= self.max_azs:
+            yield ("nat_gateways", self.nat_gateways,
+                   f"0 (isolated VPC) to {self.max_azs} (one per availability zone)")
+        # The availability zones of the region deployed to.
+        region = self.pipeline_region if self.pipeline_enabled else self.region
+        outside = [zone for zone in self.availability_zones if region and zone[:-1] != region]
+        if outside:
+            yield ("availability_zones", list(self.availability_zones), f"zones of {region}")
+        # Checked with FSx off too, so that turning it on cannot meet a bad value. The capacity
+        # steps are the same for each type, but the message names the type, as FSx's guide does.
+        kind, capacity = self.fsx_deployment_type, self.fsx_storage_capacity_gib
+        if not (capacity in (1200, 2400) or (capacity > 2400 and capacity % 2400 == 0)):
+            yield ("fsx_storage_capacity_gib", capacity,
+                   f"1200, 2400 or a multiple of 2400 GiB for {kind}")
+        allowed, throughput = FSX_THROUGHPUT_PER_TIB[kind], self.fsx_throughput_per_tib
+        if allowed and throughput is not None and throughput not in allowed:
+            yield ("fsx_throughput_per_tib", throughput, f"one of {list(allowed)} MB/s per TiB for {kind}")
+        if not allowed and throughput is not None:
+            yield ("fsx_throughput_per_tib", throughput, f"null: {kind} has a fixed throughput")
+        yield from self._git_rules()
+        yield from self._pipeline_rules()
 
-    def _validate_fsx(self) -> None:
-        if not self.fsx_enabled:
-            return
-        kind = self.fsx_deployment_type
-        _check(kind in FSX_DEPLOYMENT_TYPES, "fsx_deployment_type", kind,
-               f"one of {', '.join(FSX_DEPLOYMENT_TYPES)} (SCRATCH_1 cannot auto-import from S3)")
-        capacity = self.fsx_storage_capacity_gib
-        _check(capacity in (1200, 2400) or (capacity > 2400 and capacity % 2400 == 0),
-               "fsx_storage_capacity_gib", capacity,
-               f"1200, 2400 or a multiple of 2400 GiB for {kind}")
-        allowed = FSX_THROUGHPUT_PER_TIB[kind]
-        if allowed:
-            _check(self.fsx_throughput_per_tib is None or self.fsx_throughput_per_tib in allowed,
-                   "fsx_throughput_per_tib",
-                   self.fsx_throughput_per_tib, f"one of {list(allowed)} MB/s per TiB for {kind}")
-        else:
-            _check(self.fsx_throughput_per_tib is None, "fsx_throughput_per_tib",
-                   self.fsx_throughput_per_tib, f"null: {kind} has a fixed throughput")
-
-    def _validate_git(self) -> None:
+    def _git_rules(self) -> Iterator[tuple[str, Any, str]]:
         if self.git_repository_url is None:
-            for name in ("git_secret_arn", "git_username"):
-                _check(getattr(self, name) is None, name, getattr(self, name),
-                       "unset unless maskrcnn:git_repository_url is set")
+            # Each would be ignored without a repository: refused rather than dropped.
+            for name in ("git_branch", "git_secret_arn", "git_username"):
+                if name in self.model_fields_set and getattr(self, name) is not None:
+                    yield (name, getattr(self, name), "unset unless maskrcnn:git_repository_url is set")
             return
-        _check(self.git_secret_arn is None or self.git_username is None, "git_username",
-               self.git_username, "unset when maskrcnn:git_secret_arn names an existing secret")
-        _check(GIT_URL.match(self.git_repository_url), "git_repository_url", self.git_repository_url,
-               "an https:// clone URL")
-        _check(self.nat_gateways > 0, "git_repository_url", self.git_repository_url,
-               "unset with maskrcnn:nat_gateways=0: an isolated VPC reaches no Git host, and the "
-               "notebook instance's clone would fail its creation")
-        _check(bool(self.git_branch.strip()), "git_branch", self.git_branch, "a branch name")
-        if self.git_secret_arn is not None:
-            _check(SECRET_ARN.match(self.git_secret_arn), "git_secret_arn", self.git_secret_arn,
-                   "a Secrets Manager secret ARN")
+        if self.git_secret_arn is not None and self.git_username is not None:
+            yield ("git_username", self.git_username,
+                   "unset when maskrcnn:git_secret_arn names an existing secret")
+        if self.nat_gateways == 0:
+            yield ("git_repository_url", self.git_repository_url,
+                   "unset with maskrcnn:nat_gateways=0: an isolated VPC reaches no Git host, and "
+                   "the notebook instance's clone would fail its creation")
 
-    def _validate_pipeline(self) -> None:
+    def _pipeline_rules(self) -> Iterator[tuple[str, Any, str]]:
         if not self.pipeline_enabled:
             return
-        _check(self.pipeline_connection_arn is not None and CONNECTION_ARN.match(self.pipeline_connection_arn),
-               "pipeline_connection_arn", self.pipeline_connection_arn,
-               "a CodeStar/CodeConnections connection ARN "
-               "(arn:aws:codeconnections:<region>:<account>:connection/<uuid>) when "
-               "maskrcnn:pipeline_enabled is true")
-        _check(self.pipeline_repository is not None and REPOSITORY.match(self.pipeline_repository),
-               "pipeline_repository", self.pipeline_repository,
-               "'owner/name' of the repository the connection reads when maskrcnn:pipeline_enabled is true")
-        _check(bool(self.pipeline_branch.strip()), "pipeline_branch", self.pipeline_branch, "a branch name")
-        _check(self.pipeline_account is not None and ACCOUNT.match(self.pipeline_account), "pipeline_account",
-               self.pipeline_account, "the 12-digit AWS account id when maskrcnn:pipeline_enabled is true")
-        _check(self.pipeline_region is not None and REGION.match(self.pipeline_region), "pipeline_region",
-               self.pipeline_region, "a region name such as 'us-east-1' when maskrcnn:pipeline_enabled is true")
+        when = "when maskrcnn:pipeline_enabled is true"
+        for name, what in (("pipeline_connection_arn", CONNECTION), ("pipeline_repository", OWNER_NAME),
+                           ("pipeline_account", ACCOUNT_ID), ("pipeline_region", REGION_NAME)):
+            if getattr(self, name) is None:
+                yield (name, None, f"{what} {when}")
+        # The pipeline deploys to pipeline_region: another region would be ignored.
+        if self.region is not None and self.region != self.pipeline_region:
+            yield ("region", self.region,
+                   f"unset, or maskrcnn:pipeline_region ({self.pipeline_region}), {when}: the "
+                   "pipeline deploys its stage there")
 
 
 def file_system_path(prefix: str) -> str:
@@ -283,56 +376,26 @@ def file_system_path(prefix: str) -> str:
     return "/" + prefix.rstrip("/")
 
 
-# Retention spans the network stack maps onto CloudWatch Logs' RetentionDays.
-_LOG_RETENTION_DAYS = {30, 90, 180, 365, 731, 1827, 3653}
-
-_FIELD_TYPES = {f.name: f.type for f in fields(DeploymentConfig)}
+def _not_allowed(name: str, value: Any, expected: str) -> str:
+    return f"{CONTEXT_PREFIX}{name}: {value!r} is not allowed; expected {expected}"
 
 
-def _coerce(name: str, value: Any) -> Any:
-    """Context from `-c key=value` arrives as strings; cdk.json gives JSON types. Accept both."""
-    kind = _FIELD_TYPES[name]
-    optional = "None" in kind
-    if optional and (value is None or value == "" or value == "null"):
-        return None
-    if kind.startswith("bool"):
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false"):
-            return value.lower() == "true"
-        raise ConfigError(f"{CONTEXT_PREFIX}{name}: {value!r} is not allowed; use true or false")
-    if kind.startswith("int"):
-        if isinstance(value, bool):
-            raise ConfigError(f"{CONTEXT_PREFIX}{name}: {value!r} is not allowed; use a whole number")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
-            return int(value)
-        raise ConfigError(f"{CONTEXT_PREFIX}{name}: {value!r} is not allowed; use a whole number")
-    if kind.startswith("tuple"):
-        if isinstance(value, str):
-            try:
-                value = json.loads(value) if value.strip().startswith("[") else value.split(",")
-            except json.JSONDecodeError as err:
-                raise ConfigError(f"{CONTEXT_PREFIX}{name}: {value!r} is not a JSON list ({err})") from None
-        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"{CONTEXT_PREFIX}{name}: {value!r} is not allowed; use a list of strings")
-        return tuple(v.strip() for v in value if v.strip())
-    if not isinstance(value, str):
-        raise ConfigError(f"{CONTEXT_PREFIX}{name}: {value!r} is not allowed; use a string")
-    return value
+def _unknown(key: str, name: str) -> str:
+    """An unknown key, with the known setting nearest to `name`: one it begins, else the closest
+    spelling (difflib). `_build` lists every known setting after it."""
+    known = list(DeploymentConfig.model_fields)
+    near = [k for k in known if k.startswith(name)] if len(name) >= 3 else []
+    near = near or difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+    return f"{key}: {UNKNOWN}" + (f"; did you mean {CONTEXT_PREFIX}{near[0]}?" if near else "")
 
 
-def _check(ok: Any, name: str, value: Any, allowed: str) -> None:
-    if not ok:
-        raise ConfigError(f"{CONTEXT_PREFIX}{name}: {value!r} is not allowed; expected {allowed}")
-
-
-def _check_cidr(cidr: str) -> None:
-    match = CIDR.match(cidr)
-    ok = bool(match) and all(int(octet) <= 255 for octet in match.groups()[:4]) \
-        and 16 <= int(match.group(5)) <= 22
-    _check(ok, "vpc_cidr", cidr, "an IPv4 CIDR block from /16 to /22, e.g. '10.40.0.0/16'")
+def _message(error: Mapping[str, Any]) -> str:
+    """One pydantic error as `maskrcnn:<key>: <value> is not allowed; <what is allowed>`."""
+    name, context = str(error["loc"][0]), error.get("ctx") or {}
+    if error["type"] == "extra_forbidden":
+        return _unknown(CONTEXT_PREFIX + name, name)
+    value = context["value"] if context.get("value") is not None else error["input"]
+    return f"{CONTEXT_PREFIX}{name}: {value!r} is not allowed; {context.get('tail', error['msg'])}"
 
 
 __all__ = ["BucketLayout", "ConfigError", "DeploymentConfig", "CONTEXT_PREFIX", "FSX_DEPLOYMENT_TYPES"]

@@ -1,10 +1,15 @@
 """Context validation: bad values fail before synth, naming the key and what is allowed."""
 
+import json
+from pathlib import Path
+
 import aws_cdk as cdk
 import pytest
 
 from app import build_app
 from stacks.config import ConfigError, DeploymentConfig
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def config(**values):
@@ -51,6 +56,12 @@ def test_defaults_are_valid_and_deploy_fsx_persistent_2():
     ({"git_repository_url": "https://github.com/a/b.git", "nat_gateways": 0},
      "maskrcnn:git_repository_url", "an isolated VPC reaches no Git host"),
     ({"flow_log_retention_days": 400}, "maskrcnn:flow_log_retention_days", "one of"),
+    ({"git_repository_url": "https://github.com/a/b.git", "git_secret_arn": "arn:aws:s3:::bucket"},
+     "maskrcnn:git_secret_arn", "a Secrets Manager secret ARN"),
+    ({"git_repository_url": "https://github.com/a/b.git", "git_username": "bot",
+      "git_secret_arn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:git-AbCdEf"},
+     "maskrcnn:git_username", "unset when maskrcnn:git_secret_arn names an existing secret"),
+    ({"region": "us-east-1x"}, "maskrcnn:region", "a region name such as 'us-east-1'"),
 ])
 def test_bad_value_names_key_and_what_is_allowed(values, key, hint):
     with pytest.raises(ConfigError) as error:
@@ -72,10 +83,95 @@ def test_pipeline_needs_account_and_region_too():
     assert config(**base, pipeline_account="123456789012", pipeline_region="eu-west-1").pipeline_enabled
 
 
-def test_unknown_key_is_named_with_the_known_ones():
-    with pytest.raises(ConfigError, match=r"unknown setting\(s\) maskrcnn:fsx_capacity; known settings: .*"
-                                          r"maskrcnn:fsx_storage_capacity_gib"):
+def test_unknown_key_is_named_with_the_nearest_known_one_and_every_known_one():
+    with pytest.raises(ConfigError) as error:
         config(fsx_capacity=1200)
+    assert str(error.value).startswith(
+        "maskrcnn:fsx_capacity: unknown setting; did you mean maskrcnn:fsx_storage_capacity_gib?\n"
+        "known settings: maskrcnn:availability_zones, maskrcnn:data_prefix, ")
+
+
+@pytest.mark.parametrize("context, message", [
+    ({"maskrcnn:fsx_capacity": 1200},
+     "maskrcnn:fsx_capacity: unknown setting; did you mean maskrcnn:fsx_storage_capacity_gib?"),
+    ({"maskrcnn:nat_gateway": "0"}, "maskrcnn:nat_gateway: unknown setting; did you mean maskrcnn:nat_gateways?"),
+    ({"maskrcnn:pipeline_repo": "acme/repo"}, "did you mean maskrcnn:pipeline_repository?"),
+    # The prefix forgotten or misspelled: as unknown as a misspelled name.
+    ({"nat_gateways": "0"}, "nat_gateways: unknown setting; did you mean maskrcnn:nat_gateways?"),
+    ({"maskrcnn_fsx_enabled": "false"},
+     "maskrcnn_fsx_enabled: unknown setting; did you mean maskrcnn:fsx_enabled?"),
+])
+def test_a_misspelled_key_fails_the_app_naming_the_nearest_known_one(tmp_path, context, message):
+    """`-c maskrcnn:fsx_capacity=1200` as cdk.json or the command line gives it to the app."""
+    app = cdk.App(context=context, outdir=str(tmp_path))
+    with pytest.raises(ConfigError) as error:
+        build_app(app)
+    assert message in str(error.value)
+    assert app.node.children == []
+
+
+def test_cdk_jsons_own_context_keys_are_not_settings():
+    """cdk.json carries CDK's feature flags (`@aws-cdk/...`) beside the settings."""
+    context = json.loads((REPO / "cdk.json").read_text())["context"]
+    assert any(key.startswith("@aws-cdk/") for key in context)
+    assert DeploymentConfig.from_context(context).fsx_storage_capacity_gib == 1200
+
+
+URL = {"git_repository_url": "https://github.com/acme/notebooks.git"}
+PIPELINE = {"pipeline_enabled": True, "pipeline_repository": "acme/repo",
+            "pipeline_connection_arn": "arn:aws:codestar-connections:eu-west-1:123456789012:"
+                                       "connection/12345678-1234-1234-1234-123456789012",
+            "pipeline_account": "123456789012", "pipeline_region": "eu-west-1"}
+
+
+@pytest.mark.parametrize("values, key, hint", [
+    ({**URL, "git_branch": "feature..x"}, "maskrcnn:git_branch", "a Git branch name"),
+    ({**URL, "git_branch": "-main"}, "maskrcnn:git_branch", "a leading '-'"),
+    ({**URL, "git_branch": "my branch"}, "maskrcnn:git_branch", "no spaces"),
+    ({**URL, "git_branch": "release.lock"}, "maskrcnn:git_branch", "a Git branch name"),
+    ({**URL, "git_branch": "topic/"}, "maskrcnn:git_branch", "a Git branch name"),
+    # Without a repository it would be ignored.
+    ({"git_branch": "dev"}, "maskrcnn:git_branch", "unset unless maskrcnn:git_repository_url is set"),
+    # Checked whether or not the pipeline is enabled, so that enabling it meets no bad value.
+    ({"pipeline_repository": "not a repo"}, "maskrcnn:pipeline_repository", "'owner/name'"),
+    ({"pipeline_repository": "acme/.."}, "maskrcnn:pipeline_repository", "'owner/name'"),
+    ({"pipeline_branch": "release 1"}, "maskrcnn:pipeline_branch", "a Git branch name"),
+    ({**PIPELINE, "pipeline_branch": "x..y"}, "maskrcnn:pipeline_branch", "a Git branch name"),
+    ({"pipeline_account": "12345"}, "maskrcnn:pipeline_account", "12-digit"),
+    # With the pipeline, the stage deploys to pipeline_region: another region would be ignored.
+    ({**PIPELINE, "region": "us-east-1"}, "maskrcnn:region",
+     "unset, or maskrcnn:pipeline_region (eu-west-1)"),
+    ({"region": "eu-west-1", "availability_zones": ["us-east-1a", "us-east-1b"]},
+     "maskrcnn:availability_zones", "zones of eu-west-1"),
+    ({**PIPELINE, "availability_zones": ["us-east-1a", "us-east-1b"]},
+     "maskrcnn:availability_zones", "zones of eu-west-1"),
+    # Checked with FSx off too, so that turning it on meets no bad value.
+    ({"fsx_enabled": False, "fsx_storage_capacity_gib": 1300}, "maskrcnn:fsx_storage_capacity_gib",
+     "multiple of 2400"),
+])
+def test_a_setting_that_would_be_ignored_or_misread_names_key_and_what_is_allowed(values, key, hint):
+    with pytest.raises(ConfigError) as error:
+        config(**values)
+    message = str(error.value)
+    assert message.startswith(f"{key}: {values[key.split(':')[1]]!r} is not allowed; expected "), message
+    assert hint in message
+
+
+def test_every_bad_setting_is_named_at_once():
+    with pytest.raises(ConfigError) as error:
+        config(deployment_name="Mask_RCNN", vpc_cidr="10.0.0.0/8", nat_gateways="one", typo=1)
+    lines = str(error.value).splitlines()
+    assert [line.split(":")[1] for line in lines[:-1]] == ["deployment_name", "vpc_cidr",
+                                                           "nat_gateways", "typo"]
+    assert lines[-1].startswith("known settings: maskrcnn:availability_zones, ")
+
+
+def test_branch_names_git_allows_are_accepted_and_one_it_refuses_is_not():
+    assert config(**URL, git_branch="feature/mask-rcnn_2.1").git_branch == "feature/mask-rcnn_2.1"
+    assert config(**PIPELINE, region="eu-west-1", pipeline_branch="release/2026.1",
+                  availability_zones=["eu-west-1a", "eu-west-1b"]).pipeline_branch == "release/2026.1"
+    with pytest.raises(ConfigError, match="maskrcnn:pipeline_branch: 'release/.1' is not allowed"):
+        config(**PIPELINE, pipeline_branch="release/.1")
 
 
 def test_command_line_strings_are_coerced_like_cdk_json_values():
