@@ -104,8 +104,9 @@ def _seed(aws: FakeAws) -> dict:
         "security-group-ids": sg,
         "training-role-arn": training_role,
         "staging-role-arn": staging_role,
+        # The CDK bootstrap's asset repository, cdk-hnb659fds-container-assets-<account>-<region>.
         "training-image-uri": (f"123456789012.dkr.ecr.{REGION}.amazonaws.com/"
-                               "cdk-hnb659fds-container-assets-123456789012:0123abcd"),
+                               f"cdk-hnb659fds-container-assets-123456789012-{REGION}:0123abcd"),
         "model-role-arn": model_role,
         "inference-image-gpu-uri": INFERENCE_IMAGES["gpu"],
         "inference-image-cpu-uri": INFERENCE_IMAGES["cpu"],
@@ -130,11 +131,40 @@ def fake_aws():
     saved = dict(os.environ)
     os.environ.update(_environment(aws.endpoint))
     aws.parameters = _seed(aws)
+    aws.vpc_id = aws.client("ec2").describe_subnets(
+        SubnetIds=aws.parameters["subnet-ids"].split(","))["Subnets"][0]["VpcId"]
     aws.environment = _environment(aws.endpoint)
     yield aws
     os.environ.clear()
     os.environ.update(saved)
     aws.stop()
+
+
+# Launcher tests that make a call AWS refuses on purpose: {test name: (action, reason)}.
+EXPECTED_DENIALS = {
+    "test_wrong_ssm_path_is_named": (
+        "ssm:GetParametersByPath",
+        "the notebook role reads its own deployment's parameters only: AWS answers another path "
+        "with AccessDeniedException, where moto answers an empty list"),
+}
+
+
+def pytest_collection_modifyitems(items):
+    """Every launcher test's AWS calls are the notebook role's (tests/iam/plugin.py): the
+    launcher, the notebooks and the CLI run as the notebook instance's role."""
+    here = Path(__file__).resolve().parent
+    for item in items:
+        if here in item.path.parents:
+            item.add_marker(pytest.mark.iam_role("notebook"))
+            if item.originalname in EXPECTED_DENIALS:
+                item.add_marker(pytest.mark.iam_expect_denied(*EXPECTED_DENIALS[item.originalname]))
+
+
+@pytest.fixture
+def iam_published(fake_aws):
+    """What the fake deployment publishes, and its VPC: the IAM evaluation resolves the template's
+    references to these (tests/iam/template.py)."""
+    return dict(fake_aws.parameters), fake_aws.vpc_id
 
 
 @functools.lru_cache(maxsize=None)

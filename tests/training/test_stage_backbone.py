@@ -12,9 +12,12 @@ from maskrcnn_job.staging import stage_backbone, stage_coco
 from maskrcnn_job.staging.downloads import StagingError, google_storage_hashes
 from maskrcnn_job.staging.stage_backbone import PublishedCheckpoint
 
+from tests.iam.deployment import BUCKET
 from tests.training import fake_http
 
-BUCKET = "data"
+# The staging job's S3 calls are evaluated against the staging role's policies in the synthesized
+# template (tests/iam/plugin.py), on the deployment's data bucket.
+pytestmark = pytest.mark.iam_role("staging")
 PRETRAINED = f"s3://{BUCKET}/pretrained/"
 
 

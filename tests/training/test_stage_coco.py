@@ -10,7 +10,12 @@ from maskrcnn_contract.job_io import DATASET_COMPLETE_MARKER
 from maskrcnn_job.staging import s3_upload, stage_coco
 from maskrcnn_job.staging.stage_coco import Archive, StagingError
 
+from tests.iam.deployment import BUCKET
 from tests.training import fake_http
+
+# The staging job's S3 calls are evaluated against the staging role's policies in the synthesized
+# template (tests/iam/plugin.py), on the deployment's data bucket.
+pytestmark = pytest.mark.iam_role("staging")
 
 
 @pytest.fixture
@@ -59,7 +64,7 @@ def test_upload_writes_the_channel_with_dataset_info_last(small_coco, tmp_path):
     coco_to_tfrecord.convert_coco_dir(small_coco, channel, progress=False)
     with mock_aws():
         client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket="data")
+        client.create_bucket(Bucket=BUCKET)
         uploaded = []
         original = client.upload_file
 
@@ -68,9 +73,9 @@ def test_upload_writes_the_channel_with_dataset_info_last(small_coco, tmp_path):
             original(filename, bucket, key)
 
         client.upload_file = recording_upload
-        count = s3_upload.upload_directory(channel, "s3://data/" + stage_coco.DEFAULT_PREFIX,
+        count = s3_upload.upload_directory(channel, f"s3://{BUCKET}/" + stage_coco.DEFAULT_PREFIX,
                                            last=DATASET_COMPLETE_MARKER, client=client)
-        keys = {o["Key"] for o in client.list_objects_v2(Bucket="data")["Contents"]}
+        keys = {o["Key"] for o in client.list_objects_v2(Bucket=BUCKET)["Contents"]}
     assert count == len(keys) == len(uploaded)
     assert uploaded[-1] == "datasets/coco2017/dataset_info.json"
     assert "datasets/coco2017/annotations/instances_val.json" in keys
