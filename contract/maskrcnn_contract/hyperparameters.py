@@ -18,7 +18,7 @@ DISTRIBUTIONS = ("horovod", "multi_worker_mirrored", "parameter_server")
 
 # Hyperparameters that SageMaker and its training toolkit add themselves; they are not ours to
 # validate, and the toolkit's MPI runner consumes them before our program starts.
-_PLATFORM_PREFIXES = ("sagemaker_", "_tuning_objective_metric")
+PLATFORM_PREFIXES = ("sagemaker_", "_tuning_objective_metric")
 
 
 class HyperparameterError(ValueError):
@@ -143,7 +143,7 @@ def _check(field: dataclasses.Field, value: Any) -> None:
 def parse(raw: Mapping[str, Any]) -> Hyperparameters:
     """Validates and converts raw hyperparameters; missing ones take their defaults."""
     known = {f.name: f for f in fields()}
-    unknown = sorted(k for k in raw if k not in known and not k.startswith(_PLATFORM_PREFIXES))
+    unknown = sorted(k for k in raw if k not in known and not k.startswith(PLATFORM_PREFIXES))
     if unknown:
         raise HyperparameterError(
             f"unknown hyperparameter(s): {', '.join(unknown)}; known: {', '.join(known)}")

@@ -50,9 +50,9 @@ _RUNNERS = {
     job_io.DATA_PARALLEL_PREFIX: "SageMaker's data-parallel library (not in this job)",
     job_io.DISTRIBUTION_INSTANCE_GROUPS: "the toolkit's choice of the hosts to distribute",
 }
-# Every hyperparameter name that SageMaker and its training toolkit own, as the contract lists
-# them: the launcher sends only those of job_io.distribution_hyperparameters, and refuses others.
-PLATFORM_PREFIXES = hyperparameters._PLATFORM_PREFIXES
+# Of the names SageMaker and its training toolkit own (hyperparameters.PLATFORM_PREFIXES), the
+# launcher sends only those of job_io.distribution_hyperparameters, and refuses the others.
+PLATFORM_PREFIXES = hyperparameters.PLATFORM_PREFIXES
 # The launch option each toolkit hyperparameter the launcher sends comes from.
 _SENT_FROM = {job_io.MPI_ENABLED: "distribution", job_io.MWMS_TOOLKIT_FLAG: "distribution",
               job_io.MPI_PROCESSES_PER_HOST: "--processes-per-host, processes_per_host",
