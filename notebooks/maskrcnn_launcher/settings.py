@@ -138,10 +138,20 @@ def load(ssm_client, ssm_path: Optional[str] = None) -> Deployment:
     """Reads every parameter under the path (GetParametersByPath, all pages)."""
     path = resolve_ssm_path(ssm_path)
     values: Dict[str, str] = {}
-    for page in ssm_client.get_paginator("get_parameters_by_path").paginate(
-            Path=path, Recursive=False, WithDecryption=True):
-        for parameter in page["Parameters"]:
-            values[parameter["Name"][len(path) + 1:]] = parameter["Value"]
+    try:
+        for page in ssm_client.get_paginator("get_parameters_by_path").paginate(
+                Path=path, Recursive=False, WithDecryption=True):
+            for parameter in page["Parameters"]:
+                values[parameter["Name"][len(path) + 1:]] = parameter["Value"]
+    except ssm_client.exceptions.ClientError as error:
+        # A notebook role reads its own deployment's path only: another path is refused.
+        code = error.response.get("Error", {}).get("Code", "")
+        if code not in ("AccessDeniedException", "AccessDenied"):
+            raise
+        raise SettingsError(
+            f"may not read the SSM parameters under {path}/ ({code}): the notebook's role reads "
+            f"its own deployment's path only. Is {path} the deployment's path? Point "
+            f"{SSM_PATH_ENV} (or ~/.maskrcnn/ssm-path) at it") from None
     if not values:
         raise SettingsError(
             f"no SSM parameters under {path}/ in region {ssm_client.meta.region_name}. Deploy "

@@ -140,15 +140,6 @@ def fake_aws():
     aws.stop()
 
 
-# Launcher tests that make a call AWS refuses on purpose: {test name: (action, reason)}.
-EXPECTED_DENIALS = {
-    "test_wrong_ssm_path_is_named": (
-        "ssm:GetParametersByPath",
-        "the notebook role reads its own deployment's parameters only: AWS answers another path "
-        "with AccessDeniedException, where moto answers an empty list"),
-}
-
-
 def pytest_collection_modifyitems(items):
     """Every launcher test's AWS calls are the notebook role's (tests/iam/plugin.py): the
     launcher, the notebooks and the CLI run as the notebook instance's role."""
@@ -156,8 +147,6 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if here in item.path.parents:
             item.add_marker(pytest.mark.iam_role("notebook"))
-            if item.originalname in EXPECTED_DENIALS:
-                item.add_marker(pytest.mark.iam_expect_denied(*EXPECTED_DENIALS[item.originalname]))
 
 
 @pytest.fixture

@@ -92,10 +92,36 @@ def test_unknown_gpu_type_runs_with_explicit_processes_per_host(fake_aws):
     assert hps["sagemaker_mpi_num_of_processes_per_host"] == "4"
 
 
+ANOTHER_PATH_IS_DENIED = pytest.mark.iam_expect_denied(
+    "ssm:GetParametersByPath", "the notebook role reads its own deployment's parameters only: AWS "
+    "answers another path with AccessDeniedException, where moto answers an empty list")
+
+
+@ANOTHER_PATH_IS_DENIED
 def test_wrong_ssm_path_is_named(fake_aws):
     result = cli(fake_aws, "--ssm-path", "/nothing-here", "fsx-status")
     assert result.returncode == 2
     assert "no SSM parameters under /nothing-here/" in result.stderr
+
+
+@ANOTHER_PATH_IS_DENIED
+def test_a_path_the_role_may_not_read_is_named_with_what_to_do():
+    """What AWS answers the notebook role for another deployment's path (moto does not)."""
+    import boto3
+    from botocore.stub import Stubber
+
+    from maskrcnn_launcher import settings
+
+    client = boto3.client("ssm", region_name="eu-west-2", aws_access_key_id="x",
+                          aws_secret_access_key="x")
+    with Stubber(client) as stub:
+        stub.add_client_error("get_parameters_by_path", "AccessDeniedException",
+                              "not authorized to perform: ssm:GetParametersByPath")
+        with pytest.raises(settings.SettingsError) as error:
+            settings.load(client, "/nothing-here")
+    assert str(error.value).startswith(
+        "may not read the SSM parameters under /nothing-here/ (AccessDeniedException)")
+    assert "MASKRCNN_SSM_PATH" in str(error.value)
 
 
 def test_fsx_status_filters_by_the_file_system(fake_aws):
