@@ -2,8 +2,12 @@
 
 Part of the job-launcher contract: rank 0 prints one metric per line as `<name>: <value>`; the
 launcher sends METRIC_DEFINITIONS with the job, and SageMaker applies each regex to its log lines.
+A local run (maskrcnn_local.local_run, one host) names a file in METRICS_FILE_ENV instead: its
+console then shows one progress line per log step, and the metric lines go to that file.
 """
 
+import os
+import re
 import sys
 from typing import Dict, List
 
@@ -47,9 +51,30 @@ def format_line(name: str, value: float) -> str:
     return f"{name}: {value:.6g}"
 
 
+# Unset on SageMaker, where the metric lines must be in the job's log (stdout) for the regexes.
+METRICS_FILE_ENV = "MASKRCNN_METRICS_FILE"
+
+
 def emit(values: Dict[str, float], stream=None) -> None:
-    """Prints metric lines, one per line, and flushes so the log shows them at once."""
+    """Writes metric lines, one per line, and flushes so the log shows them at once: to `stream`,
+    else appended to the file METRICS_FILE_ENV names, else to stdout."""
+    path = os.environ.get(METRICS_FILE_ENV) if stream is None else None
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            emit(values, f)
+        return
     stream = stream or sys.stdout
     for name, value in values.items():
         stream.write(format_line(name, float(value)) + "\n")
     stream.flush()
+
+
+def last_values(text: str) -> Dict[str, float]:
+    """{name: value} of the last line of each declared metric in `text` (a job's log or a metrics
+    file), read with METRIC_DEFINITIONS' regexes as SageMaker reads the log."""
+    values = {}
+    for name in ALL_METRICS:
+        found = re.findall(regex_for(name), text)
+        if found:
+            values[name] = float(found[-1])
+    return values

@@ -43,6 +43,19 @@ def _local_run(work_dir, *args, env=None, timeout=900):
     return result
 
 
+# What a newcomer must not read past (make demo on a CPU machine): TensorFlow's CUDA probe where
+# there is no GPU, its deprecation notices and grappler's cost-estimator warnings, Google's
+# FutureWarning about this Python version. (What no setting reaches: local_run.py,
+# tensorflow_environment.)
+NOISE = ("cuInit", "PredictCost", "FutureWarning", "deprecat")
+
+
+def _noise(run, shown=()):
+    output = run.stdout + run.stderr
+    return [line for line in output.splitlines()
+            if any(p in line for p in NOISE if p not in shown)]
+
+
 def _losses(output):
     return [float(v) for v in re.findall(r"train/loss: (\S+)$", output, re.M)]
 
@@ -128,6 +141,15 @@ def test_coco_metrics_are_printed_for_sagemaker(runs):
         if name.startswith("eval/"):
             assert 0.0 <= values[-1] <= 1.0
     assert "evaluated 8 images" in output
+    # The emulated hosts are SageMaker's: no metrics file, every metric line in the job's log.
+    assert not (runs["work"] / "metrics.txt").exists()
+
+
+def test_the_log_has_no_library_noise(runs):
+    # But the cost estimator's: a TensorFlow warning, and SageMaker's TensorFlow toolkit sets
+    # TF_CPP_MIN_LOG_LEVEL=1 (warnings shown) for the processes it starts. make demo's path shows
+    # none (the one-host run below).
+    assert _noise(runs["first"], shown=("PredictCost",)) == []
 
 
 def _serve_as_the_container_would(model_dir, saved_model, image_bytes, content_type,
@@ -210,8 +232,12 @@ def test_the_run_ends_with_its_predictions_drawn_beside_the_ground_truth(runs):
     output, work = runs["first"].stdout, runs["work"]
     model = _opt_ml(work, "algo-1") / "model" / "1"
     assert f"SavedModel: {model}" in output
+    # The run's last lines: the final metrics, then the picture.
+    last = output.splitlines()[-5:]
+    assert [line.split(": ")[0] for line in last[:4]] == [
+        "eval/bbox_AP", "eval/bbox_AP50", "eval/segm_AP", "eval/segm_AP50"]
     comparison, = re.findall(r"^predictions drawn \(ground truth left, predicted right\): (\S+)$",
-                             output, re.M)
+                             last[4], re.M)
     assert comparison == str(work / "predictions" / predict.COMPARISON_FILE)
     grid = Image.open(comparison)
     assert grid.height > 4 * 384 and grid.width > 2 * 384  # 4 rows (--draw 4), 2 columns
@@ -247,10 +273,10 @@ def test_predict_reads_the_model_tar_gz_sagemaker_uploads(runs, tmp_path):
 
 
 def test_failing_rank_fails_the_job_fast_with_its_cause(tmp_path):
-    # Rank 1 fails at its first step, while rank 0 traces its own and then waits in the first
-    # allreduce. (A failure after some steps, on a worker host: the resumed run below.)
+    # Rank 1 fails at step 6, once step 5 is logged, while rank 0 waits in step 6's allreduce. (A
+    # failure on a worker host: the resumed run below.)
     run = _local_run(tmp_path, "--hp", "max_steps=50", "--program", FAILING_TRAIN,
-                     env={"INJECT_FAILURE": "1:1"}, timeout=600)
+                     env={"INJECT_FAILURE": "1:6"}, timeout=600)
     assert run.returncode != 0
     # `make demo`'s path: one /opt/ml tree, plain mpirun, no emulated hosts; no pretrained
     # backbone, so batch norm is synchronized instead of frozen.
@@ -258,11 +284,18 @@ def test_failing_rank_fails_the_job_fast_with_its_cause(tmp_path):
     assert "batch_norm: sync" in run.stdout
     failure = tmp_path / "opt_ml" / "output" / "failure"
     text = failure.read_text()
-    assert "rank 1 on algo-1: RuntimeError: injected failure at step 1" in text
+    assert "rank 1 on algo-1: RuntimeError: injected failure at step 6" in text
     # From the failing rank's report to the whole job's end: well under a minute.
     assert run.finished_at - failure.stat().st_mtime < 60
     assert "failure (algo-1):" in run.stdout
-    assert "train/step:" not in run.stdout  # nothing trained past the failure
+    # One progress line per log step on the console; the metric lines in the run's metrics file,
+    # none past the failure.
+    assert re.findall(r"^step \d+/50 ", run.stdout, re.M) == ["step 5/50 "]
+    assert not re.search(r"^train/\w+: ", run.stdout, re.M)
+    assert str(tmp_path / "metrics.txt") in run.stdout
+    logged = (tmp_path / "metrics.txt").read_text()
+    assert "train/step: 5\n" in logged and "train/step: 10" not in logged
+    assert _noise(run) == []
 
 
 def test_a_resumed_run_skips_a_truncated_checkpoint_and_its_failing_rank_fails_the_job(runs):
@@ -332,7 +365,8 @@ def test_corrupt_tfrecord_is_a_clear_error(runs, tmp_path):
     channel = runs["work"] / "dataset" / "train"
     opt_ml = _single_rank_layout(tmp_path, {"backbone": "resnet18", "model_preset": "compact",
                                             "image_size": "64", "max_steps": "3",
-                                            "mixed_precision": "false", "batch_norm": "sync"},
+                                            "lr_decay_epochs": "", "mixed_precision": "false",
+                                            "batch_norm": "sync"},
                                 {"train": channel})
     shard = sorted(glob.glob(str(opt_ml / "input" / "data" / "train" / "tfrecords" / "train-*")))[0]
     with open(shard, "r+b") as f:

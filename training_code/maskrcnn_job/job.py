@@ -12,11 +12,13 @@ goes to /opt/ml/output/failure and the process exits non-zero at once, without w
 collectives, so that mpirun (-mca orte_abort_on_non_zero_status 1) or SageMaker ends the job.
 """
 
+import ctypes
 import glob
 import logging
 import os
 import sys
 import traceback
+import warnings
 
 from maskrcnn_contract import hyperparameters, job_io
 
@@ -24,6 +26,47 @@ from maskrcnn_job import sagemaker_env  # pure Python, fast
 from maskrcnn_job.data import layout
 from maskrcnn_job.distribution import cluster_spec
 from maskrcnn_job.distribution.backend import Backend
+
+
+def ignore_library_notices() -> None:
+    """Python warnings about the libraries, not the job, on SageMaker as here; set before anything
+    imports TensorFlow (this module does not; train.py imports it first)."""
+    # google.api_core, which TensorFlow imports (its GCE cluster resolver), warns that Google will
+    # stop supporting this Python version: nothing a job's reader can act on. The image sets the
+    # same filter in PYTHONWARNINGS for the toolkit's process (training_code/Dockerfile).
+    warnings.filterwarnings("ignore", category=FutureWarning,
+                            module=r"google\.api_core\._python_version_support")
+
+
+ignore_library_notices()
+
+
+# absl::SetMinLogLevel(absl::LogSeverityAtLeast), in the absl release TensorFlow 2.18 links.
+_ABSL_SET_MIN_LOG_LEVEL = "_ZN4absl12lts_2023080214SetMinLogLevelENS0_18LogSeverityAtLeastE"
+
+
+def quiet_tensorflow() -> None:
+    """TensorFlow's settings that exist only once it is imported; on SageMaker as here."""
+    import tensorflow as tf
+    from tensorflow.python.util import deprecation
+
+    # Deprecation notices (Model Garden calling map_fn with dtype=) are for the authors of the code
+    # that calls TensorFlow: the switch TensorFlow's own deprecation.silence() turns off.
+    deprecation._PRINT_DEPRECATION_WARNINGS = False
+    # TensorFlow 2.18 logs part of its C++ messages through absl (grappler's cost estimator: an
+    # "Error in PredictCost()" warning per traced function), which does not read
+    # TF_CPP_MIN_LOG_LEVEL; absl's own minimum level, exported by TensorFlow's framework library,
+    # gets the same value (absl numbers its severities alike: 0 INFO, 1 WARNING, 2 ERROR, 3 FATAL).
+    # Without that symbol (another TensorFlow build) absl logs as before.
+    level = os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0")
+    if level not in ("0", "1", "2", "3"):
+        return
+    framework = os.path.join(tf.sysconfig.get_lib(), "libtensorflow_framework.so.2")
+    try:
+        set_min_log_level = ctypes.CDLL(framework)[_ABSL_SET_MIN_LOG_LEVEL]
+    except (OSError, AttributeError):
+        return
+    set_min_log_level(ctypes.c_int(int(level)))
 
 
 def rank_from_environment() -> str:
@@ -89,6 +132,7 @@ def build_trainer(env: sagemaker_env.JobEnvironment, hps: hyperparameters.Hyperp
 
     import tensorflow as tf  # only after the cheap checks: a bad input fails in a second
 
+    quiet_tensorflow()
     if hps.threads_per_rank:
         tf.config.threading.set_intra_op_parallelism_threads(hps.threads_per_rank)
         if hps.distribution == "horovod":
@@ -125,6 +169,7 @@ def run(env: sagemaker_env.JobEnvironment) -> None:
         if task[0] in ("ps", "worker"):
             from maskrcnn_job.distribution import tf_strategies
 
+            quiet_tensorflow()
             tf_strategies.serve(cluster_spec.current(), hps.threads_per_rank)
             return
     build_trainer(env, hps).run()
@@ -142,6 +187,10 @@ def main() -> None:
     chief = name in ("rank 0", "worker 0", "chief 0")
     logging.basicConfig(level=logging.INFO if chief else logging.WARNING,
                         format=f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s")
+    # Model Garden and TensorFlow's SavedModel writer log library detail through absl at INFO
+    # (the FPN's input specs, sharding-callback times, a SavedModel's renamed inputs by the
+    # hundred); their warnings stay.
+    logging.getLogger("absl").setLevel(logging.WARNING)
     env = sagemaker_env.load()
     try:
         run(env)

@@ -15,8 +15,11 @@ Two ways, by --hosts:
   processes, running the real SageMaker training toolkit over the code as the image holds it
   (maskrcnn_local/emulated_hosts.py), with the image's Python (.venv-image).
 Both generate the synthetic shapes dataset in COCO format and convert it to TFRecords for the
-`train` channel (kept between runs while its parameters are unchanged), print the final metrics,
-and the failure reason if the job failed; the exit status is the job's.
+`train` channel (kept between runs while its parameters are unchanged), and print the job's output
+and the failure reason if the job failed, or else the final metrics and the path of the picture of
+the model's predictions last; the exit status is the job's. On one host the console shows one
+progress line per log step and the job appends its metric lines to <work-dir>/metrics.txt;
+emulated hosts keep them in the job's output, where SageMaker's regexes read them.
 
 HOROVOD_CYCLE_TIME defaults to 10 ms here (HOROVOD_CYCLE_TIME in the environment overrides it).
 With one core per rank, Horovod's background thread waking every millisecond or so takes CPU time
@@ -28,9 +31,9 @@ backbone here); the accuracy they reach: docs/benchmarks.md, "`make demo`'s accu
 """
 
 import argparse
+import glob
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -38,6 +41,8 @@ import threading
 import time
 
 from maskrcnn_contract import hyperparameters, job_io, metrics
+
+from maskrcnn_job import job  # pure Python until it runs the job
 
 # The container's /opt/ml/code: train.py beside this package.
 CODE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -47,6 +52,12 @@ REPO = os.path.dirname(CODE_DIR)
 IMAGE_PYTHON = os.path.join(REPO, ".venv-image", "bin", "python")
 
 DEFAULT_HOROVOD_CYCLE_TIME = "10"  # ms; see the docstring
+
+# A one-host run's metric lines (the job's METRICS_FILE_ENV), under the work directory.
+METRICS_FILE = "metrics.txt"
+
+# What the run prints last, before the predictions' path.
+FINAL_METRICS = ("eval/bbox_AP", "eval/bbox_AP50", "eval/segm_AP", "eval/segm_AP50")
 
 # What the demo trains with; every key can be overridden with --hp KEY=VALUE.
 LOCAL_HYPERPARAMETERS = {
@@ -207,6 +218,27 @@ def prepare_layout(args, work_dir: str) -> dict:
     }
 
 
+def tensorflow_environment() -> dict:
+    """What TensorFlow reads before it is imported, for this machine's processes: the job's (the
+    ranks, the emulated hosts' containers) and this one's (the drawing). A value already in the
+    environment wins. The job sets what also holds on SageMaker itself (maskrcnn_job/job.py)."""
+    values = {
+        # TensorFlow's C++ INFO and WARNING lines (and absl's, through job.quiet_tensorflow); its
+        # ERROR lines stay.
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+    }
+    if not glob.glob("/dev/nvidia[0-9]*"):
+        # No GPU here: TensorFlow creates only its CPU device, instead of initializing CUDA and
+        # logging the failed cuInit as an error. Only here: on SageMaker the GPUs are the point.
+        values["TF_ENABLED_DEVICE_TYPES"] = "CPU"
+    # No setting reaches two kinds of ERROR line: TensorFlow's CUDA plugins registered twice as its
+    # libraries load (4 lines a process), and oneDNN's "supports DT_BOOL only on platforms with
+    # AVX-512" (Model Garden transposes a bool tensor). TF_ENABLE_ONEDNN_OPTS=0 would drop the
+    # latter with oneDNN itself: the demo's step took 0.76-1.38 s without it, 0.71-0.95 s with it
+    # (3 runs each of benchmarks/step_timing.py on a loaded 2-core machine).
+    return {name: os.environ.get(name, value) for name, value in values.items()}
+
+
 def mpirun_command(ranks: int, host_env: dict, program: str) -> list:
     """mpirun with the options the SageMaker toolkit passes, on this one host."""
     command = ["mpirun", "--bind-to", "none", "-np", str(ranks),
@@ -217,38 +249,37 @@ def mpirun_command(ranks: int, host_env: dict, program: str) -> list:
         # Only when needed: oversubscribed, Open MPI yields the CPU while it waits, which
         # doubled the step time of 2 ranks on 2 cores (benchmarks/cpu_scaling.py).
         command.append("--oversubscribe")
-    for name, value in sorted(host_env.items()):
+    for name, value in sorted({**tensorflow_environment(), **host_env}.items()):
         command += ["-x", f"{name}={value}"]
-    command += ["-x", "PYTHONUNBUFFERED=1", "-x", "TF_CPP_MIN_LOG_LEVEL",
+    command += ["-x", "PYTHONUNBUFFERED=1",
                 "-x", "HOROVOD_CYCLE_TIME="
                 + os.environ.get("HOROVOD_CYCLE_TIME", DEFAULT_HOROVOD_CYCLE_TIME),
                 sys.executable, program]
     return command
 
 
-_METRIC = re.compile(r"(eval/\S+): (\S+)$")
-
-
 def _stream(lines, final: dict) -> None:
-    """Echoes the job's output and keeps the last value of each eval metric."""
+    """Echoes the job's output and keeps the last value of each metric in it."""
     for line in lines:
         sys.stdout.write(line)
-        match = _METRIC.search(line.strip())
-        if match:
-            final[match.group(1)] = float(match.group(2))
+        final.update(metrics.last_values(line))
 
 
 def run_one_host(args, work_dir: str, final: dict) -> tuple:
     """Returns (exit status, [(host, failure text)], model dir)."""
-    host_env = prepare_layout(args, work_dir)
+    metrics_file = os.path.join(work_dir, METRICS_FILE)
+    if not args.resume and os.path.exists(metrics_file):
+        os.remove(metrics_file)
+    host_env = dict(prepare_layout(args, work_dir), **{metrics.METRICS_FILE_ENV: metrics_file})
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if args.distribution == "horovod":
         command = mpirun_command(args.ranks, host_env, os.path.abspath(args.program))
     else:  # the toolkit's process runner: the program once, in the host's environment
         env.update(host_env)
         command = [sys.executable, os.path.abspath(args.program)]
     print("running:", " ".join(command), flush=True)
+    print(f"metric lines (train/* at each log step, eval/* at each evaluation): {metrics_file}",
+          flush=True)
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, bufsize=1)
     # A watchdog, not a check per line: a hung job prints nothing.
@@ -263,6 +294,9 @@ def run_one_host(args, work_dir: str, final: dict) -> tuple:
         raise
     finally:
         watchdog.cancel()
+    if os.path.exists(metrics_file):
+        with open(metrics_file, encoding="utf-8") as f:
+            final.update(metrics.last_values(f.read()))
     failures = []
     failure = os.path.join(host_env["OPT_ML_ROOT"], "output", "failure")
     if os.path.exists(failure):
@@ -296,7 +330,7 @@ def run_emulated_hosts(args, work_dir: str, final: dict) -> tuple:
     hps.update(job_io.distribution_hyperparameters(args.distribution, args.ranks // args.hosts))
     environment = {"HOROVOD_CYCLE_TIME": os.environ.get("HOROVOD_CYCLE_TIME",
                                                         DEFAULT_HOROVOD_CYCLE_TIME),
-                   "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+                   **tensorflow_environment()}
     environment.update(item.split("=", 1) for item in args.container_env)
     extra_code = []
     if os.path.abspath(args.program) != TRAIN_PROGRAM:
@@ -320,6 +354,9 @@ def run_emulated_hosts(args, work_dir: str, final: dict) -> tuple:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    # Before anything here imports TensorFlow (the drawing); the job's processes get the same.
+    os.environ.update(tensorflow_environment())
+    job.ignore_library_notices()
     started = time.time()
     work_dir = os.path.abspath(args.work_dir)
     final = {}
@@ -333,21 +370,23 @@ def main(argv=None) -> int:
         for where, text in failures:
             print(f"failure ({where}):\n{text}")
         return status or 1
-    for name in ("eval/bbox_AP", "eval/bbox_AP50", "eval/segm_AP", "eval/segm_AP50"):
+    saved_model = os.path.join(model_dir, "1")
+    exported = os.path.isfile(os.path.join(saved_model, "saved_model.pb"))
+    print(f"SavedModel: {saved_model}" if exported
+          else f"no SavedModel in {model_dir}: the program exported none")
+    drawn = _draw_predictions(work_dir, model_dir, args.draw) if exported and args.draw > 0 else None
+    # Last, after what the drawing prints: the final metrics, then the picture.
+    for name in FINAL_METRICS:
         if name in final:
             print(metrics.format_line(name, final[name]))
-    saved_model = os.path.join(model_dir, "1")
-    if not os.path.isfile(os.path.join(saved_model, "saved_model.pb")):
-        print(f"no SavedModel in {model_dir}: the program exported none")
-        return 0
-    print(f"SavedModel: {saved_model}")
-    if args.draw > 0:
-        _draw_predictions(work_dir, model_dir, args.draw)
+    if drawn:
+        print(f"predictions drawn (ground truth left, predicted right): {drawn}")
     return 0
 
 
-def _draw_predictions(work_dir: str, model_dir: str, count: int) -> None:
-    """The first `count` validation images through the SavedModel, ground truth beside."""
+def _draw_predictions(work_dir: str, model_dir: str, count: int) -> str:
+    """The first `count` validation images through the SavedModel, ground truth beside; returns
+    the picture's path."""
     from maskrcnn_local import predict
 
     coco_dir = os.path.join(work_dir, "coco-synthetic")
@@ -357,7 +396,7 @@ def _draw_predictions(work_dir: str, model_dir: str, count: int) -> None:
         model_dir, images, os.path.join(work_dir, "predictions"),
         annotations=os.path.join(coco_dir, "annotations", "instances_val2017.json"),
         compare=count)
-    print(f"predictions drawn (ground truth left, predicted right): {written['comparison']}")
+    return written["comparison"]
 
 
 if __name__ == "__main__":

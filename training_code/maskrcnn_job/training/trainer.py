@@ -231,7 +231,10 @@ class Trainer:
         started = time.time()
         values = self.evaluator.evaluate(model)
         if values is not None:
-            log.info("evaluation at step %d took %.0f s", self.step, time.time() - started)
+            # The headline figures in the log itself: locally the metric lines go to a file.
+            log.info("evaluation at step %d took %.0f s: %s", self.step, time.time() - started,
+                     ", ".join(f"{name} {value:.3f}" for name, value in values.items()
+                               if name.endswith(("_AP", "_AP50"))))
             metric_lines.emit(values)
             self._write_summaries(values)
         return values
