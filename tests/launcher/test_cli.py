@@ -20,6 +20,9 @@ def cli(fake_aws, *args):
 
 
 def test_launch_sends_the_request_and_follows_the_job(fake_aws):
+    """The request as sent, and the log plumbing after it: the metric values are the fake job's
+    canned lines (tests/launcher/fake_aws.py TRAINING_LOG) read back through CloudWatch with the
+    job's own regexes; what a real job prints is tested in tests/training/test_job.py."""
     before = len(fake_aws.requests_since(0))
     result = cli(fake_aws, "launch", "--data-source", "efs", "--instances", "3",
                  "--instance-type", "ml.g5.12xlarge", "--hp", "max_steps=1000", "--wait")

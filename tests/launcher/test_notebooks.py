@@ -62,7 +62,8 @@ def test_launch_notebook_sends_the_expected_request(fake_aws, source):
     assert len(sent) == 1
     assert_training_request(sent[0], fake_aws.parameters, source, "ml.p4d.24xlarge", 2, 8)
     assert "distribution: horovod, 8 ranks per host (one per GPU) on 2 x ml.p4d.24xlarge" in output
-    # The job's metric lines came back through CloudWatch and the job's own regexes.
+    # Log plumbing only: the fake job's canned metric lines (fake_aws.py TRAINING_LOG) came back
+    # through CloudWatch and the job's own regexes; a real job's: tests/training/test_job.py.
     assert re.search(r"^eval/bbox_AP +0\.377$", output, re.M)
     assert re.search(r"^eval/segm_AP +0\.339$", output, re.M)
     assert re.search(r"^train/loss +0\.75$", output, re.M)  # the last value, not the first
