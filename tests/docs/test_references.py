@@ -52,7 +52,8 @@ def _tracked_texts():
 
 
 TEXTS = list(_tracked_texts())
-TOP_LEVEL = {p.name for p in REPO.iterdir()} | set(PACKAGE_HOMES)
+# This repository's own first folders: what git tracks (not build/ or .venv/, which runs write).
+TOP_LEVEL = {path.relative_to(REPO).parts[0] for path, _ in TEXTS} | set(PACKAGE_HOMES)
 
 
 def _resolve(citing: Path, cited: str):
