@@ -3,6 +3,7 @@
 
 Every rank gets different data. Rank 0 writes $BN_TEST_OUT/results.json with the observations the
 tests assert on:
+- `averaging`: one Horovod step against the step on both ranks' images (averaging_ranks.py).
 - `layer`: the backend's synchronized layer and tf_keras's stock one, 3 training steps each: the
   moving statistics of every rank against what the concatenation of both ranks' inputs gives,
   and the input gradients against the stock layer on that concatenation.
@@ -29,6 +30,8 @@ from maskrcnn_contract import hyperparameters
 from maskrcnn_job.distribution import horovod_backend
 from maskrcnn_job.data import layout
 from maskrcnn_job.training import trainer
+
+import averaging_ranks  # beside this program, which mpirun runs as a script
 
 STEPS = 3
 PARTS = ("backbone", "decoder", "rpn_head", "detection_head", "mask_head")
@@ -202,7 +205,7 @@ def main():
     results = {"ranks": backend.size, "layer": {
         "sync": layer_steps(backend, backend.sync_batch_norm_layer(momentum=0.9)),
         "per_rank": layer_steps(backend, tf_keras.layers.BatchNormalization(momentum=0.9)),
-    }}
+    }, "averaging": averaging_ranks.averaging_step(backend)}
     sync = build_trainer(backend, "sync", work_dir)
     results["sync"] = model_steps(backend, sync)
 

@@ -39,6 +39,14 @@ def results(small_coco, tmp_path_factory):
     return results
 
 
+def test_a_horovod_step_on_2_ranks_is_the_step_on_all_their_images(results):
+    """The gradient averaged over the ranks (not summed), at the learning rate scaled with them:
+    one process's step on both ranks' images (tests/training/averaging_ranks.py)."""
+    averaging = results["averaging"]
+    assert averaging["replicas"] == 2 and averaging["peak_learning_rate"] == pytest.approx(0.02)
+    assert averaging["relative_error"] < 1e-5, averaging
+
+
 def test_sync_layer_uses_the_global_batch_statistics_and_gradients(results):
     for step in results["layer"]["sync"]:
         assert step["same_on_every_rank"]
