@@ -11,7 +11,7 @@ of them sits:
 3. scale the learning rate by the size   -> `size`, which the schedule multiplies by
 4. `hvd.DistributedGradientTape(tape)`   -> `gradient_tape`: gradients averaged over `size`
 5. `hvd.broadcast_variables(..., 0)`     -> `broadcast_from_chief`, once, before the first step
-6. checkpoints and export on rank 0      -> `is_chief`, `checkpoint_directory`, `exports_model`
+6. checkpoints and export on rank 0      -> `is_chief`, `checkpoint_directory`
 
 The rest carries what a Mask R-CNN job needs beyond MNIST: synchronized batch norm, each
 replica's share of the input, steps run as the backend schedules them, evaluation on a model
@@ -31,9 +31,8 @@ class Backend(Protocol):
     rank: int            # this process's index in the job (a strategy's worker index)
     size: int            # replicas whose images make one update (step 3 scales by it)
     local_rank: int      # index on this host
-    is_chief: bool       # restores, logs, keeps the checkpoints, evaluates (step 6)
+    is_chief: bool       # restores, logs, keeps the checkpoints, exports the model (step 6)
     num_gpus: int        # GPUs this process uses
-    exports_model: bool  # whether this process writes the SavedModel (step 6)
     sync_batch_norm_layer: type  # the tf_keras batch norm over the global batch
     checkpoint_options: Any      # tf.train.CheckpointOptions for save and restore, or None
 

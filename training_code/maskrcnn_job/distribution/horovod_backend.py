@@ -85,10 +85,6 @@ class HorovodBackend:
     def is_chief(self) -> bool:
         return self.rank == 0
 
-    @property
-    def exports_model(self) -> bool:
-        return self.local_rank == 0  # one SavedModel per host
-
     def scope(self):
         return contextlib.nullcontext()
 

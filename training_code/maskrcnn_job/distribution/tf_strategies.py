@@ -101,8 +101,6 @@ class _StrategyBackend:
     size = property(lambda self: self.strategy.num_replicas_in_sync)
     local_rank = property(lambda self: 0)
     sync_batch_norm_layer = StrategySyncBatchNormalization
-    # One process per host: each writes the host's /opt/ml/model (SageMaker uploads one host's).
-    exports_model = True
 
     def scope(self):
         return self.strategy.scope()

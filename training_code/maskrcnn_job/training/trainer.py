@@ -4,9 +4,9 @@ Model, inputs and losses come from Model Garden's MaskRCNNTask; this module owns
 the chief's state everywhere before the first step, steps run by the backend (Horovod's averaged
 gradients, or a tf.distribute strategy's), periodic checkpoints (the chief's copy into the
 directory SageMaker syncs) and resume, COCO evaluation, TensorBoard summaries, metric lines, and
-the SavedModel at the end. The backend (horovod_backend.HorovodBackend,
-tf_strategies.MultiWorkerMirroredBackend or tf_strategies.ParameterServerBackend) is the seam:
-nothing here depends on which one runs.
+the SavedModel at the end (the chief's: no other process writes /opt/ml/model). The backend
+(horovod_backend.HorovodBackend, tf_strategies.MultiWorkerMirroredBackend or
+tf_strategies.ParameterServerBackend) is the seam: nothing here depends on which one runs.
 """
 
 import dataclasses
@@ -350,18 +350,20 @@ class Trainer:
             # ranks print at once can interleave in mpirun's output.
             print(f"final weights fingerprints by rank: {' '.join(fingerprints)} "
                   f"({sum(int(np.prod(v.shape)) for v in self.model.variables)} values)", flush=True)
-        if self.backend.exports_model:
-            self._export()
-        self.backend.gather_objects("done")  # the other ranks wait until the exports succeeded
+        # Every process refreshes the inference model (under MultiWorkerMirroredStrategy reading
+        # the variables is a collective); the chief alone exports it.
+        model = self._current_inference_model()
+        if self.backend.is_chief:
+            self._export(model)
+        self.backend.gather_objects("done")  # the other ranks wait until the export succeeded
         return final
 
-    def _export(self) -> None:
-        """The SavedModel, from every host (its first rank). SageMaker uploads one host's
-        /opt/ml/model, and the job cannot know which: the toolkit's MPI master is the first host
-        of the instance group, not necessarily algo-1. The weights are the same everywhere
-        (checked above)."""
+    def _export(self, model) -> None:
+        """The SavedModel and its serving code, from the chief alone: SageMaker packs what every
+        host wrote to /opt/ml/model into one model.tar.gz, and names written on two hosts would
+        clash (docs/aws-rules.md SM-10). The other processes write nothing there."""
         exported = export.export_saved_model(
-            self.config, self._current_inference_model(), self.paths.model_dir,
+            self.config, model, self.paths.model_dir,
             categories=export.read_categories(self.channel.annotations(layout.VAL)))
         # print, not log: only rank 0 logs at INFO.
         print(f"rank {self.backend.rank} exported SavedModel to {exported}", flush=True)
