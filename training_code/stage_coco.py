@@ -1,4 +1,4 @@
-"""SageMaker entry point of the COCO 2017 staging job (`sagemaker_program=stage_coco.py`).
+"""SageMaker entry point of the COCO 2017 staging job (`SAGEMAKER_PROGRAM=stage_coco.py`).
 
 The toolkit runs programs from /opt/ml/code, where only the top-level files are; the work is in
 maskrcnn_job/staging/stage_coco.py. On failure the cause goes to <OPT_ML_ROOT or /opt/ml>/output/failure

@@ -1,4 +1,5 @@
-"""Shared fixtures for the training-job tests: a small synthetic COCO set."""
+"""Shared fixtures for the training-job tests: a small synthetic COCO set, and the launcher tests'
+fake deployment for the requests played on emulated hosts."""
 
 import pytest
 
@@ -11,3 +12,13 @@ def small_coco(tmp_path_factory):
     out = tmp_path_factory.mktemp("coco")
     synthetic_coco.generate(str(out), num_train=12, num_val=6, image_size=64, seed=3)
     return str(out)
+
+
+@pytest.fixture(scope="module")
+def launcher_deployment():
+    """The launcher tests' fake deployment (a moto server of its own, seeded the same way), whose
+    launcher-built requests the module's runs play (tests/training/fake_deployment.py)."""
+    from tests.training import fake_deployment
+
+    with fake_deployment.running() as deployment:
+        yield deployment

@@ -1,10 +1,12 @@
 """The training job end to end: real mpirun + Horovod ranks, Model Garden Mask R-CNN, COCO eval.
 
-One module-scoped run (2 emulated hosts x 1 rank under the real SageMaker training toolkit, tiny
-config, 20 steps, then local_run's drawing of predictions as `make demo` ends) serves most
-assertions. Its checkpoints are then resumed by a run that fails on purpose after the resume (its
-latest checkpoint truncated first; a rank on the worker host failing): it checks both what it
-resumed from and the failure, without paying for an evaluation and an export. The one-host
+One module-scoped run serves most assertions: the launcher's Horovod request on the S3 data
+source (tiny config, 20 steps), played on 2 emulated hosts x 1 rank as SageMaker starts it, under
+the real SageMaker training toolkit (tests/training/playback.py), its hosts' /opt/ml/model
+aggregated into the model.tar.gz SageMaker uploads, then local_run's drawing of predictions as
+`make demo` ends. Its checkpoints are then resumed by a local run that fails on purpose after the
+resume (its latest checkpoint truncated first; a rank on the worker host failing): it checks both
+what it resumed from and the failure, without paying for an evaluation and an export. The one-host
 failure and bad-input runs are separate; the one-host failure is also `make demo`'s path (one
 /opt/ml tree, plain mpirun), whose evaluation, export and drawing are the module run's code.
 """
@@ -20,15 +22,12 @@ import time
 
 import pytest
 
+from tests.training import playback
+from tests.training.playback import TINY
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRAIN = os.path.join(REPO, "training_code", "train.py")
 FAILING_TRAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "failing_train.py")
-TINY = ["--train-images", "16", "--val-images", "8", "--image-size", "64",
-        "--hp", "log_every_steps=5", "--hp", "checkpoint_every_steps=10",
-        "--hp", "eval_every_epochs=0", "--hp", "warmup_steps=5", "--hp", "lr_decay_epochs=",
-        # The demo's rate is tuned for 1200 steps on 400 images; these runs of 20 to 200 steps on
-        # 16 images assert that the loss falls, calibrated at this one.
-        "--hp", "base_learning_rate=0.01"]
 
 
 def _local_run(work_dir, *args, env=None, timeout=900):
@@ -75,9 +74,9 @@ def _files(directory):
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, launcher_deployment):
     work = tmp_path_factory.mktemp("job")
-    first = _local_run(work, "--hosts", "2", "--ranks", "2", "--hp", "max_steps=20")
+    first = playback.play_training(launcher_deployment, work, "horovod", "s3", max_steps=20)
     snapshot = {
         "algo-1 checkpoints": _files(_opt_ml(work, "algo-1") / "checkpoints"),
         "algo-2 checkpoints": _files(_opt_ml(work, "algo-2") / "checkpoints"),
@@ -86,8 +85,9 @@ def runs(tmp_path_factory):
         "tensorboard": glob.glob(
             str(_opt_ml(work, "algo-1") / "output" / "data" / "tensorboard" / "*")),
     }
-    assert first.returncode == 0, first.stdout[-5000:] + first.stderr[-3000:]
-    return {"work": work, "first": first, "snapshot": snapshot}
+    assert first.played.succeeded, first.stdout[-5000:]
+    first.stdout += playback.report(first, work, draw=4)
+    return {"work": work, "first": first, "snapshot": snapshot, "fake": launcher_deployment}
 
 
 def test_loss_decreases(runs):
@@ -118,6 +118,33 @@ def test_rank_0_writes_checkpoints_and_the_model_and_no_other_rank_writes_either
     assert "rank 1 exported" not in output
 
 
+def test_the_hosts_got_the_launchers_request_as_sagemaker_hands_it_over(runs):
+    """SM-17: hyperparameters.json is the request's HyperParameters verbatim, inputdataconfig.json
+    names its channels, the S3 channel's objects are below /opt/ml/input/data/train, and the
+    aggregated model is at <S3OutputPath><job>/output/model.tar.gz."""
+    from maskrcnn_local import sagemaker_job
+
+    request, work = runs["first"].request, runs["work"]
+    channel, = request["InputDataConfig"]
+    assert channel["DataSource"]["S3DataSource"]["S3Uri"].startswith("s3://")
+    mode = channel.get("InputMode") or request["AlgorithmSpecification"]["TrainingInputMode"]
+    for host in ("algo-1", "algo-2"):
+        config = _opt_ml(work, host) / "input" / "config"
+        assert json.loads((config / "hyperparameters.json").read_text()) \
+            == request["HyperParameters"]
+        assert json.loads((config / "inputdataconfig.json").read_text()) == {"train": {
+            "TrainingInputMode": mode, "RecordWrapperType": "None",
+            "S3DistributionType": "FullyReplicated"}}
+        resources = json.loads((config / "resourceconfig.json").read_text())
+        assert resources["current_host"] == host and resources["hosts"] == ["algo-1", "algo-2"]
+        assert resources["current_instance_type"] == request["ResourceConfig"]["InstanceType"]
+    channel = work / "channels" / "train"
+    assert sorted(_files(channel)) == sorted(_files(work / "dataset" / "train"))
+    key = sagemaker_job.model_s3_uri(request).split("/", 3)[3]
+    assert key == f"jobs/{request['TrainingJobName']}/output/model.tar.gz"
+    assert key in runs["fake"].keys("jobs/")
+
+
 def test_the_real_toolkit_ran_the_job_on_two_hosts(runs):
     output = runs["first"].stdout
     # The master's toolkit ran mpirun over both hosts; ranks report the host they run on.
@@ -130,7 +157,7 @@ def test_the_real_toolkit_ran_the_job_on_two_hosts(runs):
     # The worker's toolkit hands its environment to sshd's sessions through /etc/environment.
     environment = (runs["work"] / "hosts" / "algo-2" / "etc" / "environment").read_text()
     assert "SM_CURRENT_HOST=algo-2" in environment
-    assert "algo-1: exit status 0" in output and "algo-2: exit status 0" in output
+    assert [host.exit_code for host in runs["first"].played.job.hosts] == [0, 0]
 
 
 def test_coco_metrics_are_printed_for_sagemaker(runs):
@@ -189,7 +216,7 @@ def test_the_endpoint_answers_an_image_with_detections_as_the_container_would(ru
     import tensorflow as tf
     from PIL import Image
 
-    model_dir = _opt_ml(runs["work"], "algo-1") / "model"
+    model_dir = runs["work"] / "model"  # the hosts' model directories, aggregated
     saved_model = tf.saved_model.load(str(model_dir / "1"))  # once: loading takes seconds
     image_file = sorted(glob.glob(str(runs["work"] / "coco-synthetic" / "val2017" / "*.jpg")))[0]
     with open(image_file, "rb") as f:
@@ -225,15 +252,15 @@ def test_the_endpoint_answers_an_image_with_detections_as_the_container_would(ru
 
 
 def test_the_run_ends_with_its_predictions_drawn_beside_the_ground_truth(runs):
-    """What `make demo` ends with: local_run draws the first validation images through the
-    SavedModel rank 0 wrote on the first host, the only one that writes one."""
+    """What `make demo` ends with (local_run.report): the first validation images drawn through
+    the SavedModel SageMaker would upload (the hosts' model directories, aggregated)."""
     from PIL import Image
     from pycocotools.coco import COCO
 
     from maskrcnn_local import predict
 
     output, work = runs["first"].stdout, runs["work"]
-    model = _opt_ml(work, "algo-1") / "model" / "1"
+    model = work / "model" / "1"
     assert f"SavedModel: {model}" in output
     # The run's last lines: the final metrics, then the picture.
     last = output.splitlines()[-5:]
@@ -257,15 +284,13 @@ def test_the_run_ends_with_its_predictions_drawn_beside_the_ground_truth(runs):
 
 
 def test_predict_reads_the_model_tar_gz_sagemaker_uploads(runs, tmp_path):
-    import tarfile
+    from maskrcnn_local import predict, sagemaker_job
 
-    from maskrcnn_local import predict
-
-    model_dir = _opt_ml(runs["work"], "algo-1") / "model"
+    # Where SageMaker puts it, as the playback packed the hosts' /opt/ml/model: 1/, code/.
+    fake, request = runs["fake"], runs["first"].request
     archive = tmp_path / "model.tar.gz"
-    with tarfile.open(archive, "w:gz") as tar:  # as SageMaker packs /opt/ml/model: 1/, code/
-        for name in os.listdir(model_dir):
-            tar.add(model_dir / name, arcname=name)
+    fake.client("s3").download_file(
+        fake.bucket, sagemaker_job.model_s3_uri(request).split("/", 3)[3], str(archive))
     image = sorted(glob.glob(str(runs["work"] / "coco-synthetic" / "val2017" / "*.jpg")))[0]
     out = tmp_path / "out"
     assert predict.main([str(archive), image, "--out", str(out), "--score-threshold", "0.05"]) == 0

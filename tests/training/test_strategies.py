@@ -1,16 +1,19 @@
 """TensorFlow's strategies end to end on 2 emulated hosts under the real SageMaker toolkit: the
 same job, inputs and outputs as Horovod's (tests/training/test_job.py), and each strategy's own
-failure behaviour.
+failure behaviour. Each first run is the launcher's request, played as SageMaker starts it
+(tests/training/playback.py), on a data source of its own (Horovod's is S3):
 
-- multi_worker_mirrored: 20 steps; then a run that resumes them and in which a worker fails.
-- parameter_server: 40 steps during which the worker on algo-2 is killed (the job still
-  finishes); then a run that resumes them and loses a parameter server.
+- multi_worker_mirrored, from EFS: 20 steps; then a local run that resumes them and in which a
+  worker fails.
+- parameter_server, from FSx: 40 steps during which the worker on algo-2 is killed (the job still
+  finishes); then a local run that resumes them and loses a parameter server.
 The failing runs check the resume too, without paying for an evaluation and an export.
 The supervision of one host's tasks is tested with stand-in tasks in test_parameter_server_host,
 a failing chief included (its host fails; the failure file is the job's, as under the other
 strategies).
 """
 
+import os
 import re
 import subprocess
 import sys
@@ -19,6 +22,7 @@ import time
 
 import pytest
 
+from tests.training import playback
 from tests.training.test_job import (FAILING_TRAIN, TINY, _files, _fingerprints, _local_run,
                                      _losses, _opt_ml)
 
@@ -67,12 +71,12 @@ def _run_and_kill(work_dir, args, kill_pattern, when_line_matches, timeout=900):
 
 
 @pytest.fixture(scope="module")
-def mirrored(tmp_path_factory):
+def mirrored(tmp_path_factory, launcher_deployment):
     work = tmp_path_factory.mktemp("mwms")
-    # --draw 0: drawing the predictions is the same code after every strategy (test_job.py).
-    first = _local_run(work, "--distribution", "multi_worker_mirrored", "--hosts", "2",
-                       "--hp", "max_steps=20", "--draw", "0")
-    assert first.returncode == 0, first.stdout[-5000:] + first.stderr[-3000:]
+    # No drawing: drawing the predictions is the same code after every strategy (test_job.py).
+    first = playback.play_training(launcher_deployment, work, "multi_worker_mirrored", "efs",
+                                   max_steps=20)
+    assert first.played.succeeded, first.stdout[-5000:]
     snapshot = {host: (_files(_opt_ml(work, host) / "checkpoints"),
                        _files(_opt_ml(work, host) / "model")) for host in ("algo-1", "algo-2")}
     return {"work": work, "first": first, "snapshot": snapshot}
@@ -105,6 +109,14 @@ def test_mirrored_checkpoints_and_exports_only_the_chiefs_copy(mirrored):
     # Worker 1 refreshed its inference copy too (a collective), and wrote nothing to
     # /opt/ml/model: SageMaker aggregates every host's (docs/aws-rules.md SM-10).
     assert model_1 == ["1", "code"] and model_2 == []
+    assert sorted(os.listdir(mirrored["first"].played.model_dir)) == ["1", "code"]
+
+
+def test_mirrored_the_efs_channel_is_the_file_systems_directory(mirrored):
+    request, work = mirrored["first"].request, mirrored["work"]
+    source, = [c["DataSource"]["FileSystemDataSource"] for c in request["InputDataConfig"]]
+    assert source["FileSystemType"] == "EFS" and source["DirectoryPath"] == "/datasets/coco2017"
+    assert not (work / "channels").exists()  # mounted, not copied
 
 
 def test_mirrored_resumes_and_a_failing_worker_fails_the_job_fast(mirrored):
@@ -118,17 +130,23 @@ def test_mirrored_resumes_and_a_failing_worker_fails_the_job_fast(mirrored):
 
 
 @pytest.fixture(scope="module")
-def parameter_servers(tmp_path_factory):
+def parameter_servers(tmp_path_factory, launcher_deployment):
     work = tmp_path_factory.mktemp("ps")
-    # The worker on algo-2 is killed once the first progress line is out.
-    status, output, killed_at, _ = _run_and_kill(
-        work, ["--distribution", "parameter_server", "--hosts", "2", "--hp", "max_steps=40",
-               "--draw", "0"],
-        "tf_task=worker:1", r"^\[algo-1\] step 5/40")
-    assert status == 0, output[-6000:]
+    killed = {}
+
+    def kill_once(line):
+        # The worker on algo-2 is killed once the first progress line is out.
+        if not killed and re.search(r"^\[algo-1\] step 5/40", line):
+            killed["status"], killed["at"] = _kill_task("tf_task=worker:1"), time.time()
+
+    first = playback.play_training(launcher_deployment, work, "parameter_server", "fsx",
+                                   max_steps=40, on_line=kill_once)
+    assert first.played.succeeded, first.stdout[-6000:]
+    assert killed.get("status") == 0, f"no process matched tf_task=worker:1: {killed}"
     snapshot = {host: (_files(_opt_ml(work, host) / "checkpoints"),
                        _files(_opt_ml(work, host) / "model")) for host in ("algo-1", "algo-2")}
-    return {"work": work, "first": output, "killed_at": killed_at, "snapshot": snapshot}
+    return {"work": work, "first": first.stdout, "killed_at": killed["at"], "snapshot": snapshot,
+            "run": first}
 
 
 def test_parameter_servers_finish_after_losing_a_worker(parameter_servers):
@@ -157,6 +175,15 @@ def test_parameter_servers_checkpoint_on_the_chief_and_export(parameter_servers)
     # Written through the chief (io_device), though the variables live on both hosts' PS.
     assert "ckpt-40.index" in checkpoints_1 and checkpoints_2 == []
     assert model_1 == ["1", "code"] and model_2 == []  # the chief alone exports
+
+
+def test_parameter_servers_the_fsx_channel_is_below_the_mount_name(parameter_servers):
+    """FSX-4: the request's DirectoryPath starts with /<mount name>/, which the playback maps to
+    the file system's root (it refuses a path that does not)."""
+    request = parameter_servers["run"].request
+    source, = [c["DataSource"]["FileSystemDataSource"] for c in request["InputDataConfig"]]
+    assert source["FileSystemType"] == "FSxLustre"
+    assert source["DirectoryPath"] == "/abcd1234/datasets/coco2017"
 
 
 def test_parameter_servers_resume_and_a_lost_ps_ends_the_job_fast(parameter_servers):

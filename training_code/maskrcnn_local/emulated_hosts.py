@@ -19,11 +19,17 @@ job, its `failure` file (first 1024 characters) is the failure reason, and the o
 stopped. The worker hosts' toolkit exits 0 even when a rank on them failed (it only waits for the
 master), so the reason always comes from the master's toolkit, which quotes the ranks' stderr.
 
+What lies beyond the hosts (SageMaker's: AWS's endpoints and, through the VPC's NAT gateway, the
+internet) is only what the harness forwards: each of `forwarded_ports` (a server on this machine's
+127.0.0.1) answers the hosts at OUTSIDE:<the same port>, an address of their bridge. Nothing else
+leaves the hosts' network.
+
 Outside the namespaces nothing changes but two empty mount points created if missing (/opt/ml,
 /root/.ssh). Namespaces are named after this process, removed on exit, and leftovers of a killed
 run are removed by the next one.
 """
 
+import ctypes
 import dataclasses
 import fnmatch
 import json
@@ -31,14 +37,16 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 NAMESPACE_PREFIX = "smhost-"
 SUBNET = "10.213.0"            # private to the namespaces: no route leaves them
+OUTSIDE = f"{SUBNET}.254"      # the bridge's own address: where the forwarded ports answer
 INTERFACE = "eth0"             # SageMaker's network_interface_name
 SSHD = "/usr/sbin/sshd"
 FAILURE_REASON_CHARS = 1024    # DescribeTrainingJob's FailureReason: the failure file's first 1 KiB
@@ -214,6 +222,11 @@ exec env -i "${container_env[@]}" "$python" -c \
 """
 
 
+# What inputdataconfig.json says of a channel unless told otherwise: an S3 channel in File mode.
+DEFAULT_CHANNEL_CONFIG = {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated",
+                          "RecordWrapperType": "None"}
+
+
 class Cluster:
     """N emulated hosts for one training job; use as a context manager (it always cleans up)."""
 
@@ -221,10 +234,18 @@ class Cluster:
                  hyperparameters: Dict[str, str], channels: Dict[str, str],
                  environment: Optional[Dict[str, str]] = None,
                  extra_code: Sequence[str] = (), keep_checkpoints: bool = False,
-                 instance_type: str = "ml.m5.xlarge", job_name: str = "local-emulated-job"):
-        """`extra_code`: files copied into /opt/ml/code beside the training code (a test's own
-        program); `keep_checkpoints`: leave each host's /opt/ml/checkpoints as the previous run
-        left it, as SageMaker restores a job's checkpoints to its hosts."""
+                 instance_type: str = "ml.m5.xlarge", job_name: str = "local-emulated-job",
+                 request_environment: Optional[Dict[str, str]] = None,
+                 channel_configs: Optional[Dict[str, dict]] = None,
+                 forwarded_ports: Sequence[int] = ()):
+        """`channels`: name -> the local directory mounted read-only at
+        /opt/ml/input/data/<name>; `channel_configs`: name -> its inputdataconfig.json entry
+        (DEFAULT_CHANNEL_CONFIG otherwise). `environment` and `request_environment`: see
+        container_environment. `extra_code`: files copied into /opt/ml/code beside the training
+        code (a test's own program); `keep_checkpoints`: leave each host's /opt/ml/checkpoints as
+        the previous run left it, as SageMaker restores a job's checkpoints to its hosts;
+        `forwarded_ports`: ports of servers on this machine's 127.0.0.1 that the hosts reach at
+        OUTSIDE:<port>."""
         if host_count < 1:
             raise ValueError(f"host_count {host_count}: at least one host")
         self.work_dir = os.path.abspath(work_dir)
@@ -233,14 +254,18 @@ class Cluster:
         self.repo = repo
         self.hyperparameters = hyperparameters
         self.channels = channels
+        self.channel_configs = dict(channel_configs or {})
         self.environment = dict(environment or {})
+        self.request_environment = dict(request_environment or {})
         self.extra_code = list(extra_code)
         self.keep_checkpoints = keep_checkpoints
         self.instance_type = instance_type
         self.job_name = job_name
+        self.forwarded_ports = list(forwarded_ports)
         self._tag = f"{NAMESPACE_PREFIX}{os.getpid()}-{int(time.time() * 1000) % 100000}"
         self._namespaces: List[str] = []
         self._processes: Dict[str, subprocess.Popen] = {}
+        self._forwards: List[_PortForward] = []
 
     # -- layout -------------------------------------------------------------------------------
 
@@ -288,8 +313,8 @@ class Cluster:
             self._write(os.path.join(config, "hyperparameters.json"),
                         json.dumps(self.hyperparameters, indent=1))
             self._write(os.path.join(config, "inputdataconfig.json"), json.dumps(
-                {c: {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated",
-                     "RecordWrapperType": "None"} for c in self.channels}, indent=1))
+                {c: self.channel_configs.get(c, DEFAULT_CHANNEL_CONFIG) for c in self.channels},
+                indent=1))
             self._write(os.path.join(config, "resourceconfig.json"), json.dumps({
                 "current_host": host, "current_instance_type": self.instance_type,
                 "current_group_name": "homogeneousCluster", "hosts": self.hosts,
@@ -359,16 +384,27 @@ class Cluster:
             self._ip("-n", namespace, "addr", "add", f"{SUBNET}.{k + 1}/24", "dev", INTERFACE)
             self._ip("-n", namespace, "link", "set", INTERFACE, "up")
             self._ip("-n", namespace, "link", "set", "lo", "up")
+        if self.forwarded_ports:
+            self._ip("-n", switch, "addr", "add", f"{OUTSIDE}/24", "dev", "br0")
+            for port in self.forwarded_ports:
+                self._forwards.append(_PortForward(switch, port))
 
     # -- run ----------------------------------------------------------------------------------
 
     def container_environment(self) -> Dict[str, str]:
+        """The container's environment, each layer over the ones before it: the DLC's
+        (DLC_ENVIRONMENT); the image's ENV (training_code/Dockerfile); what SageMaker sets
+        (TRAINING_JOB_NAME; PATH: the image Python's first); `environment`, this machine's (a CPU's
+        settings, the stand-ins for AWS); last `request_environment`, the CreateTrainingJob
+        request's `Environment`, which SageMaker sets in the container over the image's ENV
+        (docs/aws-rules.md SM-14, SM-17)."""
         env = dict(DLC_ENVIRONMENT)
         env.update(dockerfile_environment(os.path.join(self.repo, "training_code", "Dockerfile")))
         env["PATH"] = os.path.dirname(self.python) + ":/usr/local/sbin:/usr/local/bin:" \
             "/usr/sbin:/usr/bin:/sbin:/bin"
         env["TRAINING_JOB_NAME"] = self.job_name
         env.update(self.environment)
+        env.update(self.request_environment)
         return env
 
     def _start(self, host: str) -> subprocess.Popen:
@@ -431,6 +467,9 @@ class Cluster:
 
     def __exit__(self, *exc_info) -> None:
         self._stop_all()
+        for forward in self._forwards:
+            forward.close()
+        self._forwards.clear()
         for namespace in reversed(self._namespaces):
             subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
         self._namespaces.clear()
@@ -446,3 +485,104 @@ def _copy_lines(stream, log_file: str, host: str, echo, lock: threading.Lock) ->
                 with lock:
                     echo.write(f"[{host}] {line}")
                     echo.flush()
+
+
+_CLONE_NEWNET = 0x40000000
+
+
+def _listening_socket_in(namespace: str, address: str, port: int) -> socket.socket:
+    """A TCP socket listening at address:port in the network namespace `namespace`: a thread of
+    its own joins the namespace (setns changes the calling thread only), binds, and ends; the
+    socket stays in the namespace it was made in."""
+    made: Dict[str, object] = {}
+
+    def make() -> None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            with open(f"/var/run/netns/{namespace}", "rb") as handle:
+                if libc.setns(handle.fileno(), _CLONE_NEWNET) != 0:
+                    error = ctypes.get_errno()
+                    raise OSError(error, f"setns into {namespace}: {os.strerror(error)}")
+            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind((address, port))
+            listener.listen(64)
+            made["socket"] = listener
+        except BaseException as error:  # noqa: B902  (handed to the caller's thread)
+            made["error"] = error
+
+    thread = threading.Thread(target=make, name=f"listen-{namespace}")
+    thread.start()
+    thread.join()
+    if "error" in made:
+        raise made["error"]
+    return made["socket"]
+
+
+class _PortForward:
+    """OUTSIDE:<port> in the hosts' network -> 127.0.0.1:<port> here, one connection at a time
+    each way (a TCP relay: the servers here need not know the hosts' network)."""
+
+    def __init__(self, namespace: str, port: int):
+        self.port = port
+        self._listener = _listening_socket_in(namespace, OUTSIDE, port)
+        self._listener.settimeout(0.5)
+        self._closed = threading.Event()
+        self._open: List[socket.socket] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True, name=f"forward-{port}").start()
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                inside, _ = self._listener.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            try:
+                here = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+            except OSError:
+                inside.close()
+                continue
+            inside.settimeout(None)
+            here.settimeout(None)
+            with self._lock:
+                self._open += [inside, here]
+            threading.Thread(target=self._relay, args=(inside, here), daemon=True).start()
+
+    def _relay(self, inside: socket.socket, here: socket.socket) -> None:
+        back = threading.Thread(target=_pump, args=(here, inside), daemon=True)
+        back.start()
+        _pump(inside, here)
+        back.join()
+        with self._lock:
+            for connection in (inside, here):
+                connection.close()
+                if connection in self._open:
+                    self._open.remove(connection)
+
+    def close(self) -> None:
+        self._closed.set()
+        self._listener.close()
+        with self._lock:
+            for connection in self._open:
+                connection.close()
+            self._open.clear()
+
+
+def _pump(source: socket.socket, target: socket.socket) -> None:
+    """Copies one direction of a connection until its end, then ends that direction of the
+    other side."""
+    try:
+        while True:
+            data = source.recv(1 << 16)
+            if not data:
+                break
+            target.sendall(data)
+    except OSError:
+        pass
+    try:
+        target.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass

@@ -13,7 +13,9 @@ Two ways, by --hosts:
   OPT_ML_ROOT.
 - several hosts (root only): emulated hosts, each with its own network, /opt/ml, sshd and
   processes, running the real SageMaker training toolkit over the code as the image holds it
-  (maskrcnn_local/emulated_hosts.py), with the image's Python (.venv-image).
+  (maskrcnn_local/emulated_hosts.py), with the image's Python (.venv-image). The hosts'
+  /opt/ml/model are then aggregated into <work-dir>/model as SageMaker packs its model.tar.gz (a
+  name two hosts wrote fails the run: docs/aws-rules.md SM-10), and that is what is drawn from.
 Both generate the synthetic shapes dataset in COCO format and convert it to TFRecords for the
 `train` channel (kept between runs while its parameters are unchanged), and print the job's output
 and the failure reason if the job failed, or else the final metrics and the path of the picture of
@@ -318,9 +320,17 @@ class _LineEcho:
         sys.stdout.flush()
 
 
+def emulated_host_environment() -> dict:
+    """What the emulated hosts' containers get from this machine (over the image's ENV): the
+    TensorFlow settings of tensorflow_environment and Horovod's cycle time for a CPU (module
+    docstring)."""
+    return {"HOROVOD_CYCLE_TIME": os.environ.get("HOROVOD_CYCLE_TIME", DEFAULT_HOROVOD_CYCLE_TIME),
+            **tensorflow_environment()}
+
+
 def run_emulated_hosts(args, work_dir: str, final: dict) -> tuple:
-    """Returns (exit status, [(host, failure text)], model dir of the master host)."""
-    from maskrcnn_local import emulated_hosts
+    """Returns (exit status, [(host, failure text)], the hosts' model dirs aggregated)."""
+    from maskrcnn_local import emulated_hosts, sagemaker_job
 
     emulated_hosts.check_available(args.image_python)
     channel = os.path.join(work_dir, "dataset", job_io.TRAIN_CHANNEL)
@@ -328,9 +338,7 @@ def run_emulated_hosts(args, work_dir: str, final: dict) -> tuple:
     hps = _hyperparameters(args)
     # As the launcher sends them.
     hps.update(job_io.distribution_hyperparameters(args.distribution, args.ranks // args.hosts))
-    environment = {"HOROVOD_CYCLE_TIME": os.environ.get("HOROVOD_CYCLE_TIME",
-                                                        DEFAULT_HOROVOD_CYCLE_TIME),
-                   **tensorflow_environment()}
+    environment = emulated_host_environment()
     environment.update(item.split("=", 1) for item in args.container_env)
     extra_code = []
     if os.path.abspath(args.program) != TRAIN_PROGRAM:
@@ -349,7 +357,16 @@ def run_emulated_hosts(args, work_dir: str, final: dict) -> tuple:
     if result.failure_reason:
         failures.insert(0, ("job failure reason", result.failure_reason))
     status = 0 if result.succeeded else 1
-    return status, failures, os.path.join(result.hosts[0].opt_ml, "model")
+    model_dir = os.path.join(work_dir, "model")
+    if status == 0:
+        try:  # what SageMaker would pack into model.tar.gz
+            sagemaker_job.merge_model_dirs(
+                {host.name: os.path.join(host.opt_ml, "model") for host in result.hosts},
+                model_dir)
+        except sagemaker_job.ModelClash as clash:
+            status = 1
+            failures.append(("model.tar.gz", str(clash)))
+    return status, failures, model_dir
 
 
 def main(argv=None) -> int:
@@ -370,18 +387,26 @@ def main(argv=None) -> int:
         for where, text in failures:
             print(f"failure ({where}):\n{text}")
         return status or 1
+    report(work_dir, model_dir, final, args.draw)
+    return 0
+
+
+def report(work_dir: str, model_dir: str, final: dict, draw: int) -> None:
+    """How a successful run ends: the SavedModel's path, the predictions for `draw` validation
+    images of <work_dir>/coco-synthetic drawn beside their ground truth, then the final metrics
+    of `final` and, last, the picture's path."""
     saved_model = os.path.join(model_dir, "1")
     exported = os.path.isfile(os.path.join(saved_model, "saved_model.pb"))
     print(f"SavedModel: {saved_model}" if exported
           else f"no SavedModel in {model_dir}: the program exported none")
-    drawn = _draw_predictions(work_dir, model_dir, args.draw) if exported and args.draw > 0 else None
+    drawn = _draw_predictions(work_dir, model_dir, draw) if exported and draw > 0 else None
     # Last, after what the drawing prints: the final metrics, then the picture.
     for name in FINAL_METRICS:
         if name in final:
             print(metrics.format_line(name, final[name]))
     if drawn:
         print(f"predictions drawn (ground truth left, predicted right): {drawn}")
-    return 0
+    sys.stdout.flush()
 
 
 def _draw_predictions(work_dir: str, model_dir: str, count: int) -> str:

@@ -5,17 +5,25 @@ the one the stacks use, `s3://<bucket>/datasets/coco2017/`. dataset_info.json is
 prefix without it is incomplete. First, with `pretrained_s3_uri`, the ImageNet backbone checkpoint
 goes to `<pretrained_s3_uri><backbone>/` (stage_backbone). Each part is skipped when its S3 prefix
 is complete, so the job can be re-run. Runs anywhere with this package's requirements, or as a
-SageMaker job with the training image (hyperparameter `sagemaker_program=stage_coco.py`, the
-destination as hyperparameter `s3_uri`, a volume of >= 100 GB: ~19 GB of archives, ~20 GB of
-images, ~20 GB of TFRecords), so no notebook disk is needed.
+SageMaker job with the training image (started by the request's Environment
+SAGEMAKER_PROGRAM=stage_coco.py, the destination as hyperparameter `s3_uri`, a volume of >= 100 GB:
+~19 GB of archives, ~20 GB of images, ~20 GB of TFRecords), so no notebook disk is needed.
+
+Its sources are the published ones (COCO_2017, stage_backbone.PUBLISHED) unless the environment
+variable MASKRCNN_STAGING_SOURCES names a JSON file that replaces them: the one seam of the job,
+for the test that plays the launcher's staging request on emulated hosts without the internet
+(tests/training/test_sagemaker_job.py; training_code/README.md, "Staging sources"). The launcher
+never sets it; the files are verified against what that file lists, as against the published
+sizes and hashes.
 """
 
 import argparse
 import dataclasses
+import json
 import os
 import shutil
 import zipfile
-from typing import Optional, Sequence
+from typing import Dict, Optional, Sequence, Tuple
 
 from maskrcnn_contract.job_io import (DATASET_COMPLETE_MARKER, STAGING_BACKBONES,
                                       STAGING_CONTAINER_WORK_DIR, STAGING_PRETRAINED_S3_URI,
@@ -43,6 +51,33 @@ COCO_2017 = (
 )
 
 
+SOURCES_ENV = "MASKRCNN_STAGING_SOURCES"
+
+
+def sources(environ=None) -> Tuple[Tuple[Archive, ...],
+                                   Optional[Dict[str, stage_backbone.PublishedCheckpoint]]]:
+    """(the COCO archives, the backbone checkpoints table or None for the published one): the
+    published sources, or those of the JSON file SOURCES_ENV names, whose keys replace them:
+    {"coco_archives": [{"url", "size", "md5", "extracts_to"}, ...],
+     "checkpoints": {backbone: {"url_prefix", "data_shards"}}}."""
+    environ = os.environ if environ is None else environ
+    path = environ.get(SOURCES_ENV)
+    if not path:
+        return COCO_2017, None
+    try:
+        with open(path, encoding="utf-8") as f:
+            listed = json.load(f)
+        archives = (tuple(Archive(**item) for item in listed["coco_archives"])
+                    if "coco_archives" in listed else COCO_2017)
+        checkpoints = listed.get("checkpoints")
+        table = None if checkpoints is None else {
+            name: stage_backbone.PublishedCheckpoint(**item) for name, item in checkpoints.items()}
+    except (OSError, ValueError, TypeError, AttributeError) as error:
+        raise StagingError(f"{SOURCES_ENV}={path}: {type(error).__name__}: {error}") from None
+    print(f"staging sources: {path} ({SOURCES_ENV}), not the published ones", flush=True)
+    return archives, table
+
+
 def extract(archive_path: str, archive: Archive, coco_dir: str) -> None:
     target = os.path.join(coco_dir, archive.extracts_to)
     done = target + ".extracted"
@@ -57,14 +92,16 @@ def extract(archive_path: str, archive: Archive, coco_dir: str) -> None:
 
 def stage(work_dir: str, s3_uri: Optional[str], workers: int, strict: bool = False,
           archives=COCO_2017, pretrained_s3_uri: Optional[str] = None,
-          backbones: Sequence[str] = stage_backbone.DEFAULT_BACKBONES) -> str:
+          backbones: Sequence[str] = stage_backbone.DEFAULT_BACKBONES,
+          checkpoints: Optional[Dict[str, stage_backbone.PublishedCheckpoint]] = None) -> str:
     """The backbone checkpoints first (small), then COCO; each skipped when its S3 prefix is
-    complete already. Returns the local channel directory ('' when COCO was skipped)."""
+    complete already. Returns the local channel directory ('' when COCO was skipped).
+    `checkpoints`: the backbones' sources (None: the published ones)."""
     from maskrcnn_job.data import coco_to_tfrecord
 
     if pretrained_s3_uri:
         for backbone in backbones:
-            stage_backbone.stage(backbone, work_dir, pretrained_s3_uri)
+            stage_backbone.stage(backbone, work_dir, pretrained_s3_uri, table=checkpoints)
     if s3_uri and s3_upload.exists(s3_uri, DATASET_COMPLETE_MARKER):
         print(f"{s3_uri}{DATASET_COMPLETE_MARKER} exists: COCO 2017 is staged already")
         return ""
@@ -109,8 +146,10 @@ def main(argv=None) -> None:
         raise StagingError(f"unknown arguments {unknown}: the staging job's hyperparameters are "
                            f"{', '.join(known)}")
     backbones = [b.strip() for b in args.backbones.split(",") if b.strip()]
-    channel = stage(args.work_dir, args.s3_uri, args.workers, args.strict,
-                    pretrained_s3_uri=args.pretrained_s3_uri, backbones=backbones)
+    archives, checkpoints = sources()
+    channel = stage(args.work_dir, args.s3_uri, args.workers, args.strict, archives=archives,
+                    pretrained_s3_uri=args.pretrained_s3_uri, backbones=backbones,
+                    checkpoints=checkpoints)
     if channel:
         print(f"staged: {channel}" + (f" -> {args.s3_uri}" if args.s3_uri else ""))
 

@@ -1,0 +1,131 @@
+"""The job's end-to-end runs, started from the launcher's requests as SageMaker starts them.
+
+Each module run of test_job.py and test_strategies.py is a CreateTrainingJob request built by the
+launcher (tests/training/fake_deployment.py) for its distribution and data source, played on 2
+emulated hosts (maskrcnn_local/sagemaker_job.py): hyperparameters.json, inputdataconfig.json and
+the container's environment as SageMaker writes them, the channel copied from the fake bucket (S3)
+or mounted from a directory standing for the file system (EFS, FSx), the real toolkit deciding
+what runs, and every host's /opt/ml/model aggregated into one model.tar.gz, uploaded where
+SageMaker puts it. The hyperparameters are the tiny ones the local runs of these tests use
+(TINY), so that the runs that resume them (local_run --resume) read the same model.
+"""
+
+import dataclasses
+import io
+import os
+import shutil
+import sys
+import threading
+import time
+from contextlib import redirect_stdout
+from typing import Callable, Optional
+
+from maskrcnn_contract import job_io, metrics
+
+from maskrcnn_local import local_run, sagemaker_job
+
+# What the local runs of these tests train with (local_run arguments); the requests carry the same.
+TINY = ["--train-images", "16", "--val-images", "8", "--image-size", "64",
+        "--hp", "log_every_steps=5", "--hp", "checkpoint_every_steps=10",
+        "--hp", "eval_every_epochs=0", "--hp", "warmup_steps=5", "--hp", "lr_decay_epochs=",
+        # The demo's rate is tuned for 1200 steps on 400 images; these runs of 20 to 200 steps on
+        # 16 images assert that the loss falls, calibrated at this one.
+        "--hp", "base_learning_rate=0.01"]
+# The file systems' directories as a deployment lays them out (tests/launcher/conftest.py).
+DATA_PATH = "datasets/coco2017"
+
+
+def tiny_hyperparameters(**overrides) -> dict:
+    """local_run's hyperparameters with TINY's, as strings (one process per host: the cores are
+    shared by 2 hosts); without `distribution` and `batch_norm`, which the launcher decides."""
+    args = local_run.parse_args(["--hosts", "2", *TINY])
+    values = dict(local_run.LOCAL_HYPERPARAMETERS, image_size=args.image_size,
+                  threads_per_rank=max(1, (os.cpu_count() or 1) // 2))
+    values.update(item.split("=", 1) for item in args.hp)
+    values.update(overrides)
+    return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in values.items()}
+
+
+def prepare_dataset(work) -> str:
+    """The synthetic set local_run generates for TINY (reused by a local_run in the same work
+    directory), converted into <work>/dataset/train; returns that channel directory."""
+    args = local_run.parse_args(["--hosts", "2", *TINY])
+    channel = os.path.join(str(work), "dataset", job_io.TRAIN_CHANNEL)
+    with redirect_stdout(io.StringIO()):
+        local_run._prepare_dataset(args, str(work), channel)  # noqa: SLF001
+    return channel
+
+
+class Output:
+    """The hosts' output lines ([algo-k] ...), kept, and each handed to `on_line`."""
+
+    def __init__(self, on_line: Optional[Callable[[str], None]] = None):
+        self.lines, self.on_line = [], on_line
+        self._lock = threading.Lock()
+
+    def write(self, text: str) -> None:
+        with self._lock:
+            self.lines.append(text)
+        if self.on_line is not None:
+            self.on_line(text)
+
+    def flush(self) -> None:
+        pass
+
+    @property
+    def text(self) -> str:
+        with self._lock:
+            return "".join(self.lines)
+
+
+@dataclasses.dataclass
+class Run:
+    request: dict
+    played: sagemaker_job.Played
+    stdout: str
+    seconds: float
+    finished_at: float
+    stderr: str = ""
+    final: dict = dataclasses.field(default_factory=dict)
+
+
+def play_training(fake, work, distribution: str, data_source: str, max_steps: int,
+                  on_line: Optional[Callable[[str], None]] = None, timeout: float = 870) -> Run:
+    """The launcher's request for `distribution` from `data_source`, played on 2 emulated hosts
+    in `work` (the layout local_run's emulated hosts use: a later local_run --resume there
+    resumes it). The bucket gets the dataset either way (the launcher checks it there); EFS and
+    FSx are directories of `work` holding the same files at the deployment's paths."""
+    channel = prepare_dataset(work)
+    fake.put_directory(channel, DATA_PATH + "/")
+    systems = {}
+    if data_source != "s3":
+        root = os.path.join(str(work), data_source)
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.copytree(channel, os.path.join(root, DATA_PATH))
+        system_id = fake.parameters[f"{data_source}-id"]
+        systems[system_id] = sagemaker_job.FileSystem(
+            root, fake.parameters["fsx-mount-name"] if data_source == "fsx" else None)
+    request = fake.training_request(distribution, data_source,
+                                    tiny_hyperparameters(max_steps=max_steps))
+    output = Output(on_line)
+    started = time.time()
+    played = sagemaker_job.play(
+        request, str(work), sagemaker_job.Inputs(s3=fake.client("s3"), file_systems=systems),
+        environment=local_run.emulated_host_environment(), timeout=timeout, echo=output,
+        upload_model=True)
+    text = output.text
+    text += "".join(f"{host.name}: exit status {host.exit_code}\n" for host in played.job.hosts)
+    if not played.succeeded:
+        text += f"failure (job failure reason):\n{played.job.failure_reason}\n"
+    return Run(request, played, text, time.time() - started, time.time(),
+               final=metrics.last_values(text))
+
+
+def report(run: Run, work, draw: int) -> str:
+    """What local_run prints at the end of a successful run, for this one: the SavedModel, the
+    drawn predictions, the final metrics, the picture."""
+    printed = io.StringIO()
+    with redirect_stdout(printed):
+        local_run.report(str(work), run.played.model_dir, run.final, draw)
+    sys.stdout.flush()
+    return printed.getvalue()
