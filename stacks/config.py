@@ -47,6 +47,14 @@ CONNECTION_ARN = re.compile(
 )
 SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]+$")
 GIT_URL = re.compile(r"^https://[^\s/$.?#].[^\s]*$")
+# One address, as SNS's email protocol takes it (a subscription, confirmed from the mailbox):
+# local part, '@', a domain with a dot; no spaces, no second '@', no display name.
+EMAIL = re.compile(r"^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+                   r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+$")
+# A standard SNS topic (SNS API reference, CreateTopic Name: 1-256 letters, digits, '-', '_'). A
+# FIFO topic's name ends in '.fifo': it takes messages with a message group id, which the
+# deployment's rules and alarms do not set (not verified whether EventBridge would add one).
+SNS_TOPIC_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z]{2}(-[a-z]+)+-\d:\d{12}:[A-Za-z0-9_-]{1,256}$")
 ACCOUNT = re.compile(r"^\d{12}$")
 REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
 REPOSITORY = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
@@ -214,6 +222,15 @@ class DeploymentConfig(BaseModel):
     # Or: a Git user name, for which the stack creates a secret in that form; put the token in
     # it after deploying (docs/settings.md, "Private Git repository").
     git_username: _unset_or(Text) = None
+    # Notifications (stacks/monitoring.py): finished, failed and stopped training jobs, failed
+    # endpoints and idle endpoints go to an SNS topic. The stack creates one, encrypted with the
+    # deployment's key, unless an existing topic is named; an email address is subscribed to
+    # whichever it is (the address confirms the subscription from the message SNS sends it).
+    notification_email: _unset_or(_checked(Text, EMAIL, "an email address such as "
+                                                        "'ml-team@example.com'")) = None
+    notification_topic_arn: _unset_or(_checked(
+        Text, SNS_TOPIC_ARN, "the ARN of an existing standard SNS topic "
+                             "(arn:aws:sns:<region>:<account>:<name>, not a .fifo topic)")) = None
     # Pipeline (CDK Pipelines), off unless enabled. Each value given is checked, enabled or not.
     pipeline_enabled: Bool = False
     pipeline_connection_arn: _unset_or(_checked(Text, CONNECTION_ARN, CONNECTION)) = None
@@ -337,6 +354,12 @@ class DeploymentConfig(BaseModel):
             yield ("fsx_throughput_per_tib", throughput, f"one of {list(allowed)} MB/s per TiB for {kind}")
         if not allowed and throughput is not None:
             yield ("fsx_throughput_per_tib", throughput, f"null: {kind} has a fixed throughput")
+        # EventBridge delivers to an SNS target in the rule's own region (docs/aws-rules.md SNS-1).
+        topic_region = (self.notification_topic_arn or "").split(":")[3:4]
+        if topic_region and region and topic_region[0] != region:
+            yield ("notification_topic_arn", self.notification_topic_arn,
+                   f"a topic in {region}, the region deployed to: EventBridge rules publish only "
+                   "to topics in their own region")
         yield from self._git_rules()
         yield from self._pipeline_rules()
 

@@ -1,5 +1,5 @@
-"""The deployment: one stack composing the network, storage, training and notebook constructs,
-in an App or in a pipeline's Stage.
+"""The deployment: one stack composing the network, storage, monitoring, training and notebook
+constructs, in an App or in a pipeline's Stage.
 
 One stack rather than one per concern: values such as file-system ids, subnets and security
 groups then pass as plain references, not as CloudFormation exports, which another stack's import
@@ -15,6 +15,7 @@ from constructs import Construct
 
 from stacks.config import DeploymentConfig
 from stacks.key import deployment_key
+from stacks.monitoring import Monitoring
 from stacks.network import Network
 from stacks.notebook import Notebook
 from stacks.storage.storage import Storage
@@ -22,7 +23,8 @@ from stacks.training import Training
 
 
 class DeploymentStack(Stack):
-    """Network -> storage -> training -> notebook, sharing one customer managed key."""
+    """Network -> storage -> monitoring -> training -> notebook, sharing one customer managed
+    key."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig,
                  **kwargs) -> None:
@@ -30,10 +32,12 @@ class DeploymentStack(Stack):
         key = deployment_key(self, "Key", config.deployment_name)
         self.network = Network(self, "Network", config=config, key=key)
         self.storage = Storage(self, "Storage", config=config, network=self.network, key=key)
+        self.monitoring = Monitoring(self, "Monitoring", config=config, key=key)
         self.training = Training(self, "Training", config=config, network=self.network,
-                                 storage=self.storage)
+                                 storage=self.storage, monitoring=self.monitoring)
         self.notebook = Notebook(self, "Notebook", config=config, network=self.network,
-                                 storage=self.storage, training=self.training)
+                                 storage=self.storage, training=self.training,
+                                 monitoring=self.monitoring)
         Tags.of(self).add("project", "maskrcnn-sagemaker")
         Tags.of(self).add("deployment", config.deployment_name)
 

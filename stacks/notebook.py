@@ -1,8 +1,9 @@
 """Notebook: a SageMaker notebook instance in a private subnet, its lifecycle config and role.
 
 The role launches training jobs into this deployment's VPC with the job roles, hosts their models
-on auto-scaling endpoints in the same VPC with the model role, and reads what a launcher reads; it
-cannot create other roles, touch other buckets, or start jobs or endpoints elsewhere.
+on auto-scaling endpoints in the same VPC with the model role, puts their idle alarms (which may
+notify the deployment's topic only), and reads what a launcher reads; it cannot create other
+roles, touch other buckets, or start jobs or endpoints elsewhere.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from aws_cdk import ArnFormat, Aws, CfnMapping, Fn, Stack
+from aws_cdk import ArnFormat, Fn, Stack
 from aws_cdk import aws_codeartifact as codeartifact
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
@@ -18,9 +19,10 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from stacks.config import DeploymentConfig
-from stacks.outputs import output
+from stacks.outputs import console_domain, output
 from stacks.nag import acknowledge
 from stacks.permissions import bucket_prefixes, log_group_arn, policy
+from stacks.monitoring import Monitoring
 from stacks.network import Network
 from stacks.notebooks_asset import notebooks_asset
 from stacks.storage.storage import Storage
@@ -28,12 +30,9 @@ from stacks.training import Training
 
 LIFECYCLE_DIR = Path(__file__).resolve().parent / "notebook_lifecycle"
 PLATFORM = "notebook-al2023-v1"
-# The AWS console's domain by partition (the notebook's URL output works in aws-cn too).
 # Application Auto Scaling's service principal for SageMaker endpoint variants (its service-linked
 # role AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint trusts this principal).
 AUTOSCALING_PRINCIPAL = "sagemaker.application-autoscaling.amazonaws.com"
-CONSOLE_DOMAINS = {"aws": "console.aws.amazon.com", "aws-cn": "console.amazonaws.cn",
-                   "aws-us-gov": "console.amazonaws-us-gov.com"}
 
 
 def _in_training_vpc(network: Network) -> dict:
@@ -52,7 +51,8 @@ class Notebook(Construct):
     """Notebook instance, lifecycle config, optional Git repository, and the notebook role."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig,
-                 network: Network, storage: Storage, training: Training) -> None:
+                 network: Network, storage: Storage, training: Training,
+                 monitoring: Monitoring) -> None:
         super().__init__(scope, construct_id)
         self.config = config
         self._stack = Stack.of(self)
@@ -67,6 +67,7 @@ class Notebook(Construct):
         )
         self._grant_launching(network, training)
         self._grant_deploying(network, training)
+        self._grant_idle_alarms(training, monitoring)
         self._grant_data_access(storage)
         mirror = None if config.nat_gateways else self._pypi_mirror(config, storage.data_key)
         own_resources = [iam.PolicyStatement(
@@ -114,10 +115,8 @@ class Notebook(Construct):
             default_code_repository=repository.attr_code_repository_name if repository else None,
         )
         output(self, "NotebookInstanceName", self.notebook.attr_notebook_instance_name)
-        console = CfnMapping(self, "ConsoleDomain",
-                             mapping={p: {"domain": d} for p, d in CONSOLE_DOMAINS.items()})
         output(self, "NotebookUrl", (
-            f"https://{console.find_in_map(Aws.PARTITION, 'domain')}/sagemaker/home"
+            f"https://{console_domain(self)}/sagemaker/home"
             f"?region={self._stack.region}"
             f"#/notebook-instances/openNotebook/{self.notebook.attr_notebook_instance_name}?view=lab"))
         # The role's policies must exist before the instance starts and runs its lifecycle scripts.
@@ -347,6 +346,32 @@ class Notebook(Construct):
            "Describe* actions and cloudwatch:DescribeAlarms support no resource but '*'; target "
            "tracking names its alarms "
            f"TargetTracking-endpoint/<endpoint>/..., and endpoints start '{prefix}-'.")
+
+    def _grant_idle_alarms(self, training: Training, monitoring: Monitoring) -> None:
+        """The launcher's deploy creates a CloudWatch alarm `<endpoint>-idle` that notifies the
+        deployment's topic when the endpoint has had no invocations for some hours, and
+        delete-endpoint deletes it (docs/aws-rules.md CW-3): alarms named `<prefix>-*` only,
+        whose actions are the deployment's topic and nothing else (cloudwatch:AlarmActions, CloudWatch
+        user guide, "Using condition keys to limit alarm actions"; the Null guard: ForAllValues
+        alone would pass an alarm without actions, as for SM-6). cloudwatch:DescribeAlarms, which
+        delete and the endpoint listing read, is granted on '*' already (ScaleEndpoints)."""
+        prefix = training.job_name_prefix
+        alarms = self._stack.format_arn(service="cloudwatch", resource="alarm",
+                                        resource_name=f"{prefix}-*",
+                                        arn_format=ArnFormat.COLON_RESOURCE_NAME)
+        policy(self, "IdleEndpointAlarms", self.role, [
+            iam.PolicyStatement(
+                sid="IdleAlarmsNotifyTheDeploymentsTopicOnly",
+                actions=["cloudwatch:PutMetricAlarm"],
+                resources=[alarms],
+                conditions={"Null": {"cloudwatch:AlarmActions": "false"},
+                            "ForAllValues:StringEquals": {
+                                "cloudwatch:AlarmActions": [monitoring.topic_arn]}}),
+            iam.PolicyStatement(sid="DeleteIdleAlarms", actions=["cloudwatch:DeleteAlarms"],
+                                resources=[alarms]),
+        ], wildcards=(f":alarm:{prefix}-*",), wildcard_reason=
+           f"Idle alarms are named after the endpoints, made at deploy time and all starting "
+           f"'{prefix}-'; their only action is the deployment's notification topic.")
 
     def _grant_data_access(self, storage: Storage) -> None:
         layout = self.config.bucket

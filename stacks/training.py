@@ -22,6 +22,7 @@ from maskrcnn_contract import ssm
 
 from stacks import dlc
 from stacks.config import DeploymentConfig
+from stacks.monitoring import Monitoring
 from stacks.outputs import output
 from stacks.network import Network
 from stacks.permissions import bucket_prefixes, log_group_arn, policy
@@ -38,7 +39,7 @@ class Training(Construct):
     """Docker image asset of `training_code/`, job roles, and the deployment's SSM parameters."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig,
-                 network: Network, storage: Storage) -> None:
+                 network: Network, storage: Storage, monitoring: Monitoring) -> None:
         super().__init__(scope, construct_id)
         self.config = config
         self._stack = Stack.of(self)
@@ -66,7 +67,7 @@ class Training(Construct):
         self.dlc = dlc.RegionalRegistry(self, "DlcRegistry")
         self.model_role = self._model_role(network, storage)
 
-        self.parameters = self._publish_parameters(network, storage)
+        self.parameters = self._publish_parameters(network, storage, monitoring)
         output(self, "ParameterPath", config.ssm_path,
                   description="SSM path holding every value a training-job launcher needs")
         output(self, "TrainingImageUri", self.image.image_uri)
@@ -210,8 +211,8 @@ class Training(Construct):
                                            resource_name=storage.fsx.file_system.file_system_id)]))
         policy(self, "JobRoleFileSystems", role, statements)
 
-    def _publish_parameters(self, network: Network,
-                            storage: Storage) -> dict[str, aws_ssm.StringParameter]:
+    def _publish_parameters(self, network: Network, storage: Storage,
+                            monitoring: Monitoring) -> dict[str, aws_ssm.StringParameter]:
         """Everything a launcher needs, under one path: no stack outputs to copy by hand. The
         names are the contract's (maskrcnn_contract.ssm), which the launcher reads."""
         subnets = network.private.subnet_ids
@@ -239,6 +240,7 @@ class Training(Construct):
             "model-role-arn": self.model_role.role_arn,
             "inference-image-gpu-uri": self.dlc.inference_image("gpu"),
             "inference-image-cpu-uri": self.dlc.inference_image("cpu"),
+            "notification-topic-arn": monitoring.topic_arn,
         }
         names = ssm.REQUIRED
         if storage.fsx is not None:

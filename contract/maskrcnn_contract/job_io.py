@@ -7,6 +7,14 @@ TRAINING_CHANNELS = (TRAIN_CHANNEL, PRETRAINED_CHANNEL)
 
 # The container directory SageMaker syncs with the job's CheckpointConfig S3 URI.
 CHECKPOINT_LOCAL_PATH = "/opt/ml/checkpoints"
+# The container directory SageMaker uploads to the request's TensorBoardOutputConfig S3OutputPath
+# while the job runs (SageMaker API reference, TensorBoardOutputConfig LocalPath, whose default
+# this is): the job writes its TensorBoard summaries here, so that TensorBoard shows a running
+# job's curves (docs/aws-rules.md TRN-2).
+TENSORBOARD_LOCAL_PATH = "/opt/ml/output/tensorboard"
+# Below the deployment's output prefix: s3://<bucket>/<output prefix>tensorboard/<run>/, one folder
+# per run (every job of a run, resumed or not, below it).
+TENSORBOARD_FOLDER = "tensorboard/"
 
 # Written last into a dataset prefix (or channel): its presence means the dataset is complete.
 DATASET_COMPLETE_MARKER = "dataset_info.json"

@@ -31,6 +31,9 @@ REQUIRED = (
     # "true" when the VPC has NAT gateways: jobs can reach the internet (COCO, the backbone);
     # "false" for an isolated VPC, where a staging job could not download anything.
     "internet-egress",
+    # The SNS topic the deployment's notifications go to (finished, failed and stopped jobs,
+    # failed endpoints, idle endpoints' alarms): the stack's own, or maskrcnn:notification_topic_arn.
+    "notification-topic-arn",
 )
 # Published only when the deployment has FSx for Lustre.
 FSX = ("fsx-id", "fsx-mount-name", "fsx-data-path", "fsx-pretrained-path")

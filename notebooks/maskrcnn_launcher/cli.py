@@ -1,10 +1,12 @@
 """Command line: the notebooks' steps without Jupyter, e.g. from a pipeline.
 
     python -m maskrcnn_launcher launch --data-source fsx --instances 2 [--distribution D]
+                                       [--input-mode File] [--keep-alive-seconds N]
                                        [--dry-run] [--wait]
     python -m maskrcnn_launcher stage-coco | sync-efs | fsx-status | follow <job>
     python -m maskrcnn_launcher deploy [--job <job>] [--instance-type T] [--min N] [--max N]
                                        [--target-invocations X] [--data-capture PCT]
+                                       [--idle-hours H | --no-idle-alarm]
                                        [--allow-cpu] [--dry-run]
     python -m maskrcnn_launcher invoke <endpoint> <image>... | endpoints | delete-endpoint <endpoint>
 
@@ -17,7 +19,8 @@ import json
 import sys
 
 from maskrcnn_launcher import data_prep, deploy, follow, instances, settings
-from maskrcnn_launcher.options import DATA_SOURCES, DISTRIBUTIONS, LaunchOptions, LaunchRequestError
+from maskrcnn_launcher.options import (DATA_SOURCES, DISTRIBUTIONS, INPUT_MODES,
+                                       MAX_KEEP_ALIVE_SECONDS, LaunchOptions, LaunchRequestError)
 
 
 def _hyperparameter(text: str):
@@ -54,6 +57,15 @@ def parser() -> argparse.ArgumentParser:
     launch.add_argument("--spot", action="store_true", help="managed spot training")
     launch.add_argument("--max-run-hours", type=float, default=defaults.max_run_hours)
     launch.add_argument("--volume-gb", type=int, default=defaults.volume_size_gb)
+    launch.add_argument("--input-mode", choices=INPUT_MODES,
+                        help="how the job reads an S3 data source: FastFile (default) streams it "
+                        "as the job reads, File copies it onto every instance before the start; "
+                        "EFS and FSx are mounted (File)")
+    launch.add_argument("--keep-alive-seconds", type=int, default=defaults.keep_alive_seconds,
+                        help="managed warm pool: keep the instances this long after the job (at "
+                        f"most {MAX_KEEP_ALIVE_SECONDS}) so that the next job of the same shape "
+                        "starts at once; billed while kept; not with --spot; needs a warm-pool "
+                        "quota (default: none)")
     launch.add_argument("--no-pretrained", action="store_true",
                         help="no `pretrained` channel (train the backbone from scratch)")
     launch.add_argument("--run-name", help="name of the run; a run launched again resumes from its "
@@ -92,6 +104,12 @@ def parser() -> argparse.ArgumentParser:
     dep.add_argument("--data-capture", type=int, default=0, metavar="PERCENT",
                      help="capture this percentage of requests and answers to "
                      "s3://<bucket>/<output prefix>data-capture/ (default: off)")
+    dep.add_argument("--idle-hours", type=int, default=serve.idle_hours,
+                     help="notify the deployment's SNS topic when the endpoint has had no "
+                     "invocations for this many hours (1 to "
+                     f"{deploy.MAX_IDLE_HOURS}; default %(default)s)")
+    dep.add_argument("--no-idle-alarm", action="store_true",
+                     help="no idle alarm (an endpoint nobody calls bills unnoticed)")
     dep.add_argument("--allow-cpu", action="store_true",
                      help="allow a CPU instance type (slow: seconds per image)")
     dep.add_argument("--keep-on-failure", action="store_true",
@@ -106,7 +124,8 @@ def parser() -> argparse.ArgumentParser:
     invoke_p.add_argument("images", nargs="+", metavar="IMAGE", help="JPEG or PNG files")
     invoke_p.add_argument("--score-threshold", type=float,
                           help="drop weaker detections (the endpoint's default otherwise)")
-    sub.add_parser("endpoints", help="list the deployment's endpoints and their status")
+    sub.add_parser("endpoints", help="list the deployment's endpoints: status, instances, "
+                   "hourly price class, age, idle alarm")
     return p
 
 
@@ -115,7 +134,8 @@ def _deploy(args, deployment, boto_session) -> None:
         job_name=args.job, endpoint_name=args.endpoint_name, instance_type=args.instance_type,
         instance_count=args.instance_count, min_instances=args.min_instances,
         max_instances=args.max_instances, target_invocations=args.target_invocations,
-        require_gpu=not args.allow_cpu, data_capture_percent=args.data_capture)
+        require_gpu=not args.allow_cpu, data_capture_percent=args.data_capture,
+        idle_hours=None if args.no_idle_alarm else args.idle_hours)
     plan = deploy.plan(deployment, options, boto_session)
     for line in deploy.describe_plan(plan):
         print(line, file=sys.stderr)
@@ -166,7 +186,8 @@ def run(args) -> None:
             processes_per_host=args.processes_per_host,
             hyperparameters=dict(args.hp), use_spot=args.spot, max_run_hours=args.max_run_hours,
             volume_size_gb=args.volume_gb, use_pretrained=not args.no_pretrained,
-            run_name=args.run_name)
+            run_name=args.run_name, input_mode=args.input_mode,
+            keep_alive_seconds=args.keep_alive_seconds)
         launch = jobs.training_job(deployment, options, boto_session)
         sent = submit.send(launch, deployment, dry_run=args.dry_run)
         for line in jobs.describe_inputs(sent):
@@ -195,7 +216,13 @@ def run(args) -> None:
     elif args.command == "invoke":
         _invoke(args, boto_session)
     elif args.command == "endpoints":
-        print(json.dumps(deploy.endpoints(boto_session.client("sagemaker"), deployment), indent=1))
+        found = deploy.endpoints(boto_session.client("sagemaker"), deployment,
+                                 boto_session.client("cloudwatch"))
+        for line in deploy.endpoint_lines(found) or ["no endpoints"]:
+            print(line, file=sys.stderr)
+        print("price classes per instance-hour: " + "; ".join(
+            f"{c} {what}" for c, what in instances.PRICE_CLASSES.items()), file=sys.stderr)
+        print(json.dumps(found, indent=1))
 
 
 def main(argv=None) -> None:

@@ -1,9 +1,11 @@
 """Serving a trained model: a finished training job -> an auto-scaling SageMaker endpoint -> nothing.
 
     plan = deploy.plan(deployment, DeployOptions(job_name=None), boto_session)  # reads, creates nothing
-    summary = deploy.deploy(plan, boto_session)      # model, endpoint config, endpoint, auto scaling
+    summary = deploy.deploy(plan, boto_session)      # model, endpoint config, endpoint, idle
+                                                     # alarm, auto scaling
     deploy.invoke(boto_session.client("sagemaker-runtime"), name, jpeg_bytes)   # {"detections": ...}
-    deploy.delete(deployment, name, boto_session)    # scaling, endpoint, endpoint config, model
+    deploy.endpoints(sagemaker_client, deployment, cloudwatch_client)   # what bills, how much, since
+    deploy.delete(deployment, name, boto_session)    # alarm, scaling, endpoint, config, model
 
 `plan` builds and checks every request before the first call that creates anything: the training
 job (named, or the deployment's latest Completed one; its model.tar.gz must exist), the instance
@@ -15,7 +17,8 @@ exists and how to delete it: never a silent half state.
 
 Boto3 only: no SageMaker SDK needed to serve. Model, endpoint configuration and endpoint share one
 name, `<job name prefix>-...` (what the notebook role's IAM allows); the scaling policy is
-`<name>-invocations`.
+`<name>-invocations`; the idle alarm `<name>-idle` notifies the deployment's SNS topic when the
+endpoint has had no invocations for `idle_hours` hours (docs/aws-rules.md CW-3).
 """
 
 import dataclasses
@@ -48,6 +51,13 @@ CONTENT_TYPES = IMAGE_CONTENT_TYPES + ("application/json",)
 # Under the output prefix; the model role may write there and nowhere else (IAM-2).
 DATA_CAPTURE_FOLDER = ssm.DATA_CAPTURE_PREFIX
 ENDPOINT_FAILED = ("Failed", "OutOfService")
+# The idle alarm (CW-3): AWS/SageMaker Invocations of the variant, summed per hour, at most 0 for
+# `idle_hours` hours in a row, missing hours counted as idle. An alarm evaluates at most 7 days
+# (Period x EvaluationPeriods <= 604800 s for periods of an hour or more).
+IDLE_SUFFIX = "-idle"
+DEFAULT_IDLE_HOURS = 8
+MAX_IDLE_HOURS = 7 * 24
+IDLE_PERIOD_SECONDS = 3600
 
 
 class DeployRequestError(ValueError):
@@ -82,6 +92,9 @@ class DeployOptions:
     scale_out_cooldown_s: int = 60
     require_gpu: bool = True               # refuse a CPU instance (CLI --allow-cpu)
     data_capture_percent: int = 0          # 0: no data capture; else the sampled percentage
+    # Hours without an invocation after which the endpoint's idle alarm notifies the deployment's
+    # topic (1 to MAX_IDLE_HOURS); None: no alarm.
+    idle_hours: Optional[int] = DEFAULT_IDLE_HOURS
     wait_timeout_s: float = 3600.0
 
 
@@ -97,13 +110,17 @@ class Plan:
     create_endpoint: dict
     register_scalable_target: dict
     put_scaling_policy: dict
+    put_metric_alarm: Optional[dict] = None  # the idle alarm; None: none asked for
 
     def requests(self) -> Dict[str, dict]:
-        return {"CreateModel": self.create_model,
-                "CreateEndpointConfig": self.create_endpoint_config,
-                "CreateEndpoint": self.create_endpoint,
-                "RegisterScalableTarget": self.register_scalable_target,
-                "PutScalingPolicy": self.put_scaling_policy}
+        requests = {"CreateModel": self.create_model,
+                    "CreateEndpointConfig": self.create_endpoint_config,
+                    "CreateEndpoint": self.create_endpoint}
+        if self.put_metric_alarm:
+            requests["PutMetricAlarm"] = self.put_metric_alarm
+        requests.update({"RegisterScalableTarget": self.register_scalable_target,
+                         "PutScalingPolicy": self.put_scaling_policy})
+        return requests
 
 
 # --- names ----------------------------------------------------------------------------------------
@@ -127,6 +144,31 @@ def name_problems(deployment: Deployment, name: str, what: str = "endpoint name"
 def default_endpoint_name(deployment: Deployment, now: Optional[datetime.datetime] = None) -> str:
     now = now or datetime.datetime.now(datetime.timezone.utc)
     return f"{deployment.job_name_prefix}-endpoint-{now:%Y%m%d%H%M%S}"
+
+
+def idle_alarm_name(endpoint_name: str) -> str:
+    """`<endpoint>-idle`: the notebook role may create alarms named `<prefix>-*` only (CW-3)."""
+    return endpoint_name + IDLE_SUFFIX
+
+
+def idle_alarm(deployment: Deployment, endpoint_name: str, hours: int) -> dict:
+    """PutMetricAlarm of the endpoint's idle alarm: ALARM, and a message to the deployment's
+    topic, once its variant has had no invocations for `hours` hours (CW-3)."""
+    return {
+        "AlarmName": idle_alarm_name(endpoint_name),
+        "AlarmDescription": (
+            f"Endpoint {endpoint_name} has had no invocations for {hours} hours (or none since it "
+            f"was deployed, if that is less) and bills its instances every hour until deleted: "
+            f"python -m maskrcnn_launcher delete-endpoint {endpoint_name}"),
+        "Namespace": "AWS/SageMaker", "MetricName": "Invocations",
+        "Dimensions": [{"Name": "EndpointName", "Value": endpoint_name},
+                       {"Name": "VariantName", "Value": VARIANT}],
+        "Statistic": "Sum", "Period": IDLE_PERIOD_SECONDS,
+        "EvaluationPeriods": hours, "DatapointsToAlarm": hours,
+        "Threshold": 0.0, "ComparisonOperator": "LessThanOrEqualToThreshold",
+        "TreatMissingData": "breaching",
+        "AlarmActions": [deployment.notification_topic_arn],
+    }
 
 
 def resource_id(endpoint_name: str) -> str:
@@ -252,6 +294,12 @@ def _option_problems(options: DeployOptions) -> List[str]:
         problems.append(f"data capture {options.data_capture_percent}%: expected 0 (off) to 100")
     if options.scale_in_cooldown_s < 0 or options.scale_out_cooldown_s < 0:
         problems.append("cooldowns must be >= 0 seconds")
+    hours = options.idle_hours
+    if hours is not None and (isinstance(hours, bool) or not isinstance(hours, int)
+                              or not 1 <= hours <= MAX_IDLE_HOURS):
+        problems.append(f"idle hours {hours!r} (--idle-hours, idle_hours): expected a whole "
+                        f"number of hours from 1 to {MAX_IDLE_HOURS} (a CloudWatch alarm "
+                        "evaluates at most 7 days), or none for no idle alarm (--no-idle-alarm)")
     return problems
 
 
@@ -340,6 +388,8 @@ def plan(deployment: Deployment, options: DeployOptions, boto_session) -> Plan:
                 "PredefinedMetricSpecification": {"PredefinedMetricType": SCALING_METRIC},
                 "ScaleInCooldown": options.scale_in_cooldown_s,
                 "ScaleOutCooldown": options.scale_out_cooldown_s}),
+        put_metric_alarm=(idle_alarm(deployment, name, options.idle_hours)
+                          if options.idle_hours is not None else None),
     )
 
 
@@ -360,6 +410,12 @@ def describe_plan(p: Plan) -> List[str]:
                              else "none (local NVMe storage, encrypted by the instance)"),
         "data capture:  " + (f"{capture['InitialSamplingPercentage']}% to "
                              f"{capture['DestinationS3Uri']}" if capture else "off"),
+        "idle alarm:    " + (f"{p.put_metric_alarm['AlarmName']} notifies "
+                             f"{p.put_metric_alarm['AlarmActions'][0]} after "
+                             f"{p.put_metric_alarm['EvaluationPeriods']} h without an invocation"
+                             if p.put_metric_alarm else "off"),
+        f"price class:   {instances.price_class(variant['InstanceType'])} per instance-hour "
+        f"({instances.PRICE_CLASSES.get(instances.price_class(variant['InstanceType']), 'unknown')})",
     ]
 
 
@@ -393,30 +449,35 @@ def deploy(p: Plan, boto_session, echo: Callable[[str], None] = print,
            rollback_on_failure: bool = True, timeout_s: float = 3600.0,
            poll: Optional[float] = None) -> dict:
     """Creates the model, the endpoint configuration and the endpoint, waits until it is
-    InService, then registers its variant with Application Auto Scaling and puts the target
-    tracking policy. On a failure after the first create: deletes what was created (unless
-    `rollback_on_failure` is False or the user interrupted) and raises DeployError saying what
-    exists and how to delete it."""
+    InService, puts its idle alarm, then registers its variant with Application Auto Scaling and
+    puts the target tracking policy. On a failure after the first create: deletes what was
+    created, the alarm too (unless `rollback_on_failure` is False or the user interrupted), and
+    raises DeployError saying what exists and how to delete it."""
     sagemaker = boto_session.client("sagemaker")
     scaling = boto_session.client("application-autoscaling")
     created: List[str] = []
     steps = [
-        ("model", lambda: sagemaker.create_model(**p.create_model)),
-        ("endpoint configuration", lambda: sagemaker.create_endpoint_config(
+        ("model", p.name, lambda: sagemaker.create_model(**p.create_model)),
+        ("endpoint configuration", p.name, lambda: sagemaker.create_endpoint_config(
             **p.create_endpoint_config)),
-        ("endpoint", lambda: sagemaker.create_endpoint(**p.create_endpoint)),
-        (None, lambda: wait_for_endpoint(sagemaker, p.name, timeout_s, poll, echo)),
-        ("scalable target", lambda: scaling.register_scalable_target(
+        ("endpoint", p.name, lambda: sagemaker.create_endpoint(**p.create_endpoint)),
+        (None, None, lambda: wait_for_endpoint(sagemaker, p.name, timeout_s, poll, echo)),
+    ]
+    if p.put_metric_alarm:
+        steps.append(("idle alarm", p.put_metric_alarm["AlarmName"], lambda: boto_session.client(
+            "cloudwatch").put_metric_alarm(**p.put_metric_alarm)))
+    steps += [
+        ("scalable target", p.name, lambda: scaling.register_scalable_target(
             **p.register_scalable_target)),
-        ("scaling policy", lambda: scaling.put_scaling_policy(**p.put_scaling_policy)),
+        ("scaling policy", p.put_scaling_policy["PolicyName"],
+         lambda: scaling.put_scaling_policy(**p.put_scaling_policy)),
     ]
     try:
-        for what, step in steps:
+        for what, name, step in steps:
             step()
             if what:
                 created.append(what)
-                echo(f"created {what} " + (p.put_scaling_policy["PolicyName"]
-                                           if what == "scaling policy" else p.name))
+                echo(f"created {what} {name}")
     except KeyboardInterrupt:
         echo(_left_behind(p.name, created, "interrupted"))
         raise
@@ -454,6 +515,8 @@ def summary(p: Plan) -> dict:
         "volume_kms_key": "KmsKeyId" in p.create_endpoint_config,
         "data_capture": p.create_endpoint_config.get("DataCaptureConfig", {}).get(
             "DestinationS3Uri"),
+        "idle_alarm": p.put_metric_alarm["AlarmName"] if p.put_metric_alarm else None,
+        "price_class": instances.price_class(variant["InstanceType"]),
         "scaling": {"resource_id": p.register_scalable_target["ResourceId"],
                     "min": p.register_scalable_target["MinCapacity"],
                     "max": p.register_scalable_target["MaxCapacity"],
@@ -467,8 +530,9 @@ def summary(p: Plan) -> dict:
 
 def delete(deployment: Deployment, endpoint_name: str, boto_session,
            echo: Callable[[str], None] = print) -> List[str]:
-    """Deletes the endpoint's scaling policies and scalable target, the endpoint, its endpoint
-    configuration and its model(s); whatever is already gone is skipped, so it can run again.
+    """Deletes the endpoint's idle alarm, scaling policies and scalable target, the endpoint, its
+    endpoint configuration and its model(s); whatever is already gone is skipped, so it can run
+    again.
     Refuses a name outside the deployment's prefix (DeployRequestError); the configuration and
     models are found from the endpoint (falling back to its name), and any outside the prefix
     are left alone and named. Returns what it deleted."""
@@ -503,7 +567,13 @@ def _delete_names(boto_session, endpoint_name: str, config_names: List[str],
                   model_names: List[str], echo: Callable[[str], None]) -> List[str]:
     sagemaker = boto_session.client("sagemaker")
     scaling = boto_session.client("application-autoscaling")
+    cloudwatch = boto_session.client("cloudwatch")
     deleted = []
+    # DeleteAlarms of a name that does not exist fails: only what DescribeAlarms finds.
+    alarm = idle_alarm_name(endpoint_name)
+    if cloudwatch.describe_alarms(AlarmNames=[alarm], AlarmTypes=["MetricAlarm"])["MetricAlarms"]:
+        cloudwatch.delete_alarms(AlarmNames=[alarm])
+        deleted.append(f"idle alarm {alarm}")
     target = {"ServiceNamespace": SCALING_NAMESPACE, "ResourceId": resource_id(endpoint_name),
               "ScalableDimension": SCALABLE_DIMENSION}
     # Deregistering deletes the target's policies too (AAS-2); deleting them first keeps the
@@ -540,17 +610,76 @@ def _delete_names(boto_session, endpoint_name: str, config_names: List[str],
     return deleted
 
 
-def endpoints(sagemaker_client, deployment: Deployment) -> List[dict]:
-    """The deployment's endpoints ({name, status, created}), newest first: what costs money now."""
+def _age(seconds: float) -> str:
+    minutes = int(seconds // 60)
+    days, hours, minutes = minutes // 1440, minutes // 60 % 24, minutes % 60
+    return f"{days} d {hours} h" if days else f"{hours} h {minutes} min"
+
+
+def _instances(sagemaker_client, name: str) -> Tuple[Optional[str], Optional[int]]:
+    """(instance type, current instance count) of the endpoint's variant; (None, None) for what is
+    gone meanwhile or has no instances (a failed endpoint)."""
+    try:
+        endpoint = sagemaker_client.describe_endpoint(EndpointName=name)
+        config = sagemaker_client.describe_endpoint_config(
+            EndpointConfigName=endpoint["EndpointConfigName"])
+    except ClientError as error:
+        if _is_missing(error):
+            return None, None
+        raise
+    variants = {v["VariantName"]: v for v in config.get("ProductionVariants", [])}
+    current = {v["VariantName"]: v for v in endpoint.get("ProductionVariants", [])}
+    variant = variants.get(VARIANT) or next(iter(variants.values()), {})
+    count = current.get(variant.get("VariantName"), {}).get("CurrentInstanceCount")
+    return variant.get("InstanceType"), count
+
+
+def endpoints(sagemaker_client, deployment: Deployment, cloudwatch_client=None,
+              now: Optional[datetime.datetime] = None) -> List[dict]:
+    """The deployment's endpoints, newest first: what costs money now. Each: name, status,
+    created, age, instance type and count, the type's hourly price class per instance
+    (instances.PRICE_CLASSES), and with `cloudwatch_client` its idle alarm's state (None: no
+    alarm)."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
     found = []
     for page in sagemaker_client.get_paginator("list_endpoints").paginate(
             NameContains=deployment.job_name_prefix, SortBy="CreationTime",
             SortOrder="Descending"):
         for e in page["Endpoints"]:
-            if e["EndpointName"].startswith(f"{deployment.job_name_prefix}-"):
-                found.append({"name": e["EndpointName"], "status": e["EndpointStatus"],
-                              "created": str(e["CreationTime"])})
+            name = e["EndpointName"]
+            if not name.startswith(f"{deployment.job_name_prefix}-"):
+                continue
+            instance_type, count = _instances(sagemaker_client, name)
+            created = e["CreationTime"]
+            if created.tzinfo is None:
+                created = created.replace(tzinfo=datetime.timezone.utc)
+            found.append({"name": name, "status": e["EndpointStatus"], "created": str(created),
+                          "age": _age((now - created).total_seconds()),
+                          "instance_type": instance_type, "instance_count": count,
+                          "price_class": instances.price_class(instance_type) if instance_type
+                          else None})
+    if cloudwatch_client is not None and found:
+        states = {}
+        names = [idle_alarm_name(e["name"]) for e in found]
+        for start in range(0, len(names), 100):  # DescribeAlarms takes 100 names at most
+            for alarm in cloudwatch_client.describe_alarms(
+                    AlarmNames=names[start:start + 100], AlarmTypes=["MetricAlarm"])["MetricAlarms"]:
+                states[alarm["AlarmName"]] = alarm["StateValue"]
+        for e in found:
+            e["idle_alarm"] = states.get(idle_alarm_name(e["name"]))
     return found
+
+
+def endpoint_lines(found: List[dict]) -> List[str]:
+    """One line per endpoint of `endpoints`, for people: what bills, how much, since when."""
+    lines = []
+    for e in found:
+        shape = (f"{e['instance_count'] if e['instance_count'] is not None else '?'} x "
+                 f"{e['instance_type']} ({e['price_class']} per instance-hour)"
+                 if e["instance_type"] else "no instances")
+        alarm = e.get("idle_alarm", "n/a") or "no idle alarm"
+        lines.append(f"{e['name']}: {e['status']}, {shape}, up {e['age']}, idle alarm {alarm}")
+    return lines
 
 
 # --- invoking -------------------------------------------------------------------------------------

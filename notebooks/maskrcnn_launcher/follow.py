@@ -79,12 +79,23 @@ def final_metrics(job: dict) -> Dict[str, float]:
     return {m["MetricName"]: m["Value"] for m in job.get("FinalMetricDataList", [])}
 
 
-def console_urls(region: str, job_name: str) -> Dict[str, str]:
-    """The console pages of a job; China's regions have their own console domain."""
+def dashboard_name(job_name_prefix: str, region: str) -> str:
+    """The deployment's CloudWatch dashboard (stacks/monitoring.py names it so)."""
+    return f"{job_name_prefix}-{region}"
+
+
+def console_urls(region: str, job_name: str,
+                 job_name_prefix: Optional[str] = None) -> Dict[str, str]:
+    """The console pages of a job, and with `job_name_prefix` the deployment's dashboard; China's
+    regions have their own console domain."""
     base = ("https://console.amazonaws.cn" if region.startswith("cn-")
             else f"https://{region}.console.aws.amazon.com")
-    return {
+    urls = {
         "job": f"{base}/sagemaker/home?region={region}#/jobs/{job_name}",
         "logs": (f"{base}/cloudwatch/home?region={region}#logsV2:log-groups/log-group/"
                  f"$252Faws$252Fsagemaker$252FTrainingJobs$3FlogStreamNameFilter$3D{job_name}"),
     }
+    if job_name_prefix:
+        urls["dashboard"] = (f"{base}/cloudwatch/home?region={region}#dashboards:name="
+                             f"{dashboard_name(job_name_prefix, region)}")
+    return urls

@@ -104,3 +104,45 @@ def hosting_processor(instance_type: str) -> str:
         f"instance type {instance_type!r}: family {family!r} is not a known hosting family for "
         f"the TensorFlow Serving images; GPU: {', '.join(sorted(HOSTING_GPU_FAMILIES))}; CPU: "
         f"{', '.join(sorted(HOSTING_CPU_FAMILIES))} (notebooks/maskrcnn_launcher/instances.py)")
+
+
+# An endpoint's hourly price class: an order of magnitude from its accelerators, not a price
+# (prices differ by region and change: the SageMaker pricing page has them). "$" CPU only, "$$"
+# one GPU, "$$$" two to four, "$$$$" eight of the g or p3 families, "$$$$$" eight A100/H100/H200
+# (p4d, p4de, p5, p5e, p5en). The multi-GPU sizes of the g families (EC2 instance-type pages):
+# .12xlarge and .24xlarge have 4 GPUs, .48xlarge and .metal 8, the others 1.
+PRICE_CLASSES = {"$": "CPU only", "$$": "1 GPU", "$$$": "2 to 4 GPUs",
+                 "$$$$": "8 GPUs (g families, p3)", "$$$$$": "8 A100/H100/H200 (p4d, p5)"}
+TOP_GPU_FAMILIES = frozenset({"p4d", "p4de", "p5", "p5e", "p5en"})
+_G_FAMILY_GPUS = {"12xlarge": 4, "24xlarge": 4, "48xlarge": 8, "metal": 8}
+_P3_GPUS = {"2xlarge": 1, "8xlarge": 4, "16xlarge": 8}
+
+
+def hosting_gpus(instance_type: str) -> Optional[int]:
+    """GPUs of a hosting instance type; None when the table does not know."""
+    family, size = check_instance_type(instance_type, use="hosting").split(".")[1:3]
+    if family in HOSTING_CPU_FAMILIES:
+        return 0
+    if instance_type in GPUS_PER_INSTANCE:
+        return GPUS_PER_INSTANCE[instance_type]
+    if family in ("g4dn", "g5", "g6", "g6e"):
+        return _G_FAMILY_GPUS.get(size, 1)
+    if family == "p3":
+        return _P3_GPUS.get(size)
+    return 8 if family in TOP_GPU_FAMILIES or family == "p3dn" else None
+
+
+def price_class(instance_type: str) -> str:
+    """PRICE_CLASSES' class of one instance of the type, '?' for a type the tables do not know."""
+    try:
+        gpus = hosting_gpus(instance_type)
+    except InstanceTypeError:
+        return "?"
+    family = instance_type.split(".")[1]
+    if gpus is None:
+        return "?"
+    if gpus == 0:
+        return "$"
+    if family in TOP_GPU_FAMILIES:
+        return "$$$$$"
+    return "$$" if gpus == 1 else "$$$" if gpus <= 4 else "$$$$"

@@ -23,7 +23,7 @@ from maskrcnn_launcher.validation import STAGING, TRAINING
 # After `session`, which sets the SDK's environment before the SDK is first imported.
 from sagemaker.core.training.configs import (
     CheckpointConfig, Compute, FileSystemDataSource, InputData, MetricDefinition, Networking,
-    OutputDataConfig, S3DataSource, StoppingCondition)
+    OutputDataConfig, S3DataSource, StoppingCondition, TensorBoardOutputConfig)
 from sagemaker.train import ModelTrainer
 
 
@@ -61,41 +61,70 @@ def _distribution(request: dict) -> str:
     return line
 
 
+INPUT_MODE_LINES = {
+    "FastFile": "FastFile: streamed from S3 as the job reads it, no copy before the start",
+    "File": "File: copied from S3 onto every instance before the job starts",
+}
+
+
+def _input_mode(request: dict) -> str:
+    mode = request.get("AlgorithmSpecification", {}).get("TrainingInputMode", "File")
+    channels = request.get("InputDataConfig", [])
+    if channels and all("FileSystemDataSource" in c["DataSource"] for c in channels):
+        return "File: the file system is mounted, nothing copied"
+    return INPUT_MODE_LINES.get(mode, mode)
+
+
 def describe_inputs(request: dict) -> list:
-    """Lines saying what a CreateTrainingJob request trains from and how: the dataset, the
-    backbone and its checkpoint, the batch-norm mode and the distribution over the instances."""
+    """Lines saying what a CreateTrainingJob request trains from and how: the dataset and how it
+    is read, the backbone and its checkpoint, the batch-norm mode, the distribution over the
+    instances, where TensorBoard's summaries go, and a warm pool if one is asked for."""
     hps = request.get("HyperParameters", {})
     channels = {c["ChannelName"]: c for c in request.get("InputDataConfig", [])}
     backbone = hps.get("backbone", Hyperparameters.backbone)
     pretrained = channels.get(job_io.PRETRAINED_CHANNEL)
-    return [
+    lines = [
         f"dataset:      {_channel_location(channels[job_io.TRAIN_CHANNEL])}",
+        f"input mode:   {_input_mode(request)}",
         f"backbone:     {backbone}, ImageNet checkpoint from "
         f"{_channel_location(pretrained) if pretrained else 'nowhere (trained from scratch)'}",
         f"batch norm:   {hps.get('batch_norm', Hyperparameters.batch_norm)}",
         f"distribution: {_distribution(request)}",
     ]
+    tensorboard = request.get("TensorBoardOutputConfig")
+    if tensorboard:
+        lines.append(f"tensorboard:  {tensorboard['S3OutputPath']} (uploaded while the job runs)")
+    keep = request.get("ResourceConfig", {}).get("KeepAlivePeriodInSeconds")
+    if keep:
+        lines.append(f"warm pool:    instances kept {keep} s after the job for the next job of "
+                     "the same shape (billed while kept)")
+    return lines
 
 
 def _trainer(deployment: Deployment, boto_session, *, role: str, base: str, instance_type: str,
              instance_count: int, volume_size_gb: int, stopping: StoppingCondition,
              use_spot: bool, hyperparameters: dict, channels: list,
              checkpoint_s3_uri: Optional[str],
-             environment: Optional[dict] = None) -> ModelTrainer:
+             environment: Optional[dict] = None, input_mode: str = "File",
+             keep_alive_seconds: int = 0) -> ModelTrainer:
     """What every job of the deployment shares: image, VPC, output location, KMS key."""
+    compute = dict(instance_type=instance_type, instance_count=instance_count,
+                   volume_size_in_gb=volume_size_gb,
+                   # Local NVMe is encrypted by the instance's hardware, and SageMaker
+                   # rejects a volume key for it (docs/aws-rules.md SM-1).
+                   volume_kms_key_id=(None if instances.has_local_storage(instance_type)
+                                      else deployment.kms_key_arn),
+                   enable_managed_spot_training=use_spot)
+    if keep_alive_seconds:  # ResourceConfig KeepAlivePeriodInSeconds (TRN-3)
+        compute["keep_alive_period_in_seconds"] = keep_alive_seconds
     trainer = ModelTrainer(
         sagemaker_session=sagemaker_session(boto_session, deployment),
         role=role,
         base_job_name=base,
         training_image=deployment.training_image_uri,
-        training_input_mode="File",
-        compute=Compute(instance_type=instance_type, instance_count=instance_count,
-                        volume_size_in_gb=volume_size_gb,
-                        # Local NVMe is encrypted by the instance's hardware, and SageMaker
-                        # rejects a volume key for it (docs/aws-rules.md).
-                        volume_kms_key_id=(None if instances.has_local_storage(instance_type)
-                                           else deployment.kms_key_arn),
-                        enable_managed_spot_training=use_spot),
+        # The job's channels' mode (AlgorithmSpecification TrainingInputMode, TRN-1).
+        training_input_mode=input_mode,
+        compute=Compute(**compute),
         networking=Networking(subnets=list(deployment.subnet_ids),
                               security_group_ids=list(deployment.security_group_ids)),
         stopping_condition=stopping,
@@ -128,9 +157,13 @@ def training_job(deployment: Deployment, options: LaunchOptions, boto_session,
                                    max_wait_time_in_seconds=plan.max_wait_seconds),
         use_spot=options.use_spot, hyperparameters=dict(plan.sent_hyperparameters),
         channels=[_input_data(channel) for channel in plan.channels],
-        checkpoint_s3_uri=plan.checkpoint_s3_uri)
+        checkpoint_s3_uri=plan.checkpoint_s3_uri, input_mode=plan.input_mode,
+        keep_alive_seconds=plan.keep_alive_seconds)
     trainer = trainer.with_metric_definitions(
         [MetricDefinition(name=d["Name"], regex=d["Regex"]) for d in metrics.METRIC_DEFINITIONS])
+    # SageMaker uploads what the job writes below LocalPath to S3 while it runs (TRN-2).
+    trainer = trainer.with_tensorboard_output_config(TensorBoardOutputConfig(
+        s3_output_path=plan.tensorboard_s3_uri, local_path=job_io.TENSORBOARD_LOCAL_PATH))
     return Launch(trainer, TRAINING, plan.base_job_name, plan.checkpoint_s3_uri, plan)
 
 

@@ -8,6 +8,16 @@ from maskrcnn_contract import job_io
 from maskrcnn_contract.hyperparameters import DISTRIBUTIONS, Hyperparameters
 
 DATA_SOURCES = ("s3", "efs", "fsx")
+# How SageMaker hands an S3 channel to the job (docs/aws-rules.md TRN-1): FastFile streams the
+# objects as they are read, behind a POSIX file view of the channel; File copies the whole channel
+# onto every instance's volume before the job starts. A file-system channel (EFS, FSx) is mounted,
+# and its jobs send File.
+FAST_FILE, FILE = "FastFile", "File"
+INPUT_MODES = (FAST_FILE, FILE)
+# ResourceConfig KeepAlivePeriodInSeconds: 0 to 21600 (SageMaker API reference, botocore 1.44's
+# service model; the developer guide's "Train Using SageMaker Managed Warm Pools" of 2023 says at
+# most 3600), TRN-3.
+MAX_KEEP_ALIVE_SECONDS = 21600
 HOROVOD, MWMS, PARAMETER_SERVER = DISTRIBUTIONS
 DEFAULT_DISTRIBUTION = Hyperparameters.distribution
 
@@ -33,7 +43,14 @@ class LaunchOptions:
     use_spot: bool = False
     max_run_hours: float = 72.0
     max_wait_hours: Optional[float] = None  # spot only; None: twice max_run_hours
-    volume_size_gb: int = 200  # File mode copies the S3 channel (~20 GB) onto it
+    volume_size_gb: int = 200  # File mode copies an S3 channel (~20 GB) onto it
+    # S3 channels only (data_source "s3"): None is FastFile, streamed from S3 as the job reads;
+    # "File" copies the dataset onto every instance before the job starts (INPUT_MODES).
+    input_mode: Optional[str] = None
+    # Managed warm pool: seconds SageMaker keeps the instances after the job for the next job
+    # of the same shape (role, instance type and count, volume, VPC) to start on them at once.
+    # 0: none. Billed while kept; not with spot; needs a warm-pool quota (docs/aws-rules.md TRN-3).
+    keep_alive_seconds: int = 0
     # horovod only: extra mpirun options (why these: the contract)
     mpi_options: str = job_io.DEFAULT_MPI_OPTIONS
     # Names the run: its jobs are `<prefix>-<run name>-<time>` and share the checkpoints in
@@ -102,6 +119,24 @@ def option_problems(options: LaunchOptions) -> List[str]:
     if options.data_source not in DATA_SOURCES:
         problems.append(f"data source {options.data_source!r} (--data-source, data_source): "
                         f"expected one of {', '.join(DATA_SOURCES)}")
+    if options.input_mode is not None and options.input_mode not in INPUT_MODES:
+        problems.append(f"input mode {options.input_mode!r} (--input-mode, input_mode): expected "
+                        f"one of {', '.join(INPUT_MODES)}, or unset ({FAST_FILE} for S3)")
+    elif options.input_mode is not None and options.data_source in ("efs", "fsx") \
+            and options.input_mode != FILE:
+        problems.append(
+            f"input mode {options.input_mode!r} (--input-mode, input_mode) streams S3 objects; "
+            f"data source {options.data_source!r} is a file system SageMaker mounts (File mode): "
+            "leave it unset, or use data source s3")
+    keep = options.keep_alive_seconds
+    if not _whole(keep) or not 0 <= keep <= MAX_KEEP_ALIVE_SECONDS:
+        problems.append(f"keep-alive {keep!r} seconds (--keep-alive-seconds, keep_alive_seconds): "
+                        f"expected a whole number from 0 (no warm pool) to "
+                        f"{MAX_KEEP_ALIVE_SECONDS} (SageMaker's KeepAlivePeriodInSeconds)")
+    elif keep and options.use_spot is True:
+        problems.append(f"keep-alive {keep} seconds (--keep-alive-seconds, keep_alive_seconds): "
+                        "SageMaker's managed warm pools cannot be used with spot instances; "
+                        "choose one (--spot, use_spot)")
     if not isinstance(options.hyperparameters, dict):
         problems.append(f"hyperparameters {options.hyperparameters!r} (--hp, hyperparameters): "
                         "expected a dictionary of names and values")

@@ -1,17 +1,18 @@
 """A training launch resolved once, before anything is built or sent.
 
-`training_plan` reads the user's options and hyperparameters once and decides everything a
-launch depends on: the distribution (the option or the `distribution` hyperparameter, given twice
-they must agree), Horovod's ranks per host, the hyperparameters parsed as the job will parse them,
-the dictionary sent, the input channels, the run's names and checkpoint location, and what to
-tell the user. Refused here (LaunchRequestError, InstanceTypeError), naming each bad value:
-options SageMaker would refuse or the SDK would drop (`options.option_problems`: a count, volume
-or run time of 0, a negative run time, a spot wait shorter than the run), what the request could
-no longer show (a strategy given twice, Horovod's settings with another, a toolkit hyperparameter
-of the user's that the launcher's would replace), a hyperparameter named like SageMaker's or its
-toolkit's, a bad run name, hyperparameters the job's parser rejects, inputs not staged (`inputs`),
-a data source the deployment lacks. The request built from the plan is checked again as it is sent
-(`validation`, through `session`).
+`training_plan` reads the user's options and hyperparameters once and decides everything a launch
+depends on: the distribution (the option or the `distribution` hyperparameter, given twice they must
+agree), Horovod's ranks per host, the hyperparameters parsed as the job will parse them, the
+dictionary sent, the input channels and how they are read, the run's names, checkpoint and
+TensorBoard locations, and what to tell the user. Refused here (LaunchRequestError,
+InstanceTypeError), naming each bad value: options SageMaker would refuse or the SDK would drop
+(`options.option_problems`: a count, volume or run time of 0, a negative run time, a spot wait
+shorter than the run), what the request could no longer show (a strategy given twice, Horovod's
+settings with another, a toolkit hyperparameter of the user's that the launcher's would replace), a
+hyperparameter named like SageMaker's or its toolkit's, a bad run name, hyperparameters the job's
+parser rejects, inputs not staged (`inputs`), a data source the deployment lacks, an input mode or
+warm pool that cannot work (FastFile for a file system, a warm pool with spot). The request built
+from the plan is checked again as it is sent (`validation`, through `session`).
 
 No SageMaker SDK here: `jobs` turns a plan into the SDK's ModelTrainer.
 """
@@ -25,9 +26,9 @@ from maskrcnn_contract import hyperparameters, job_io
 from maskrcnn_contract.hyperparameters import Hyperparameters
 
 from maskrcnn_launcher import inputs, instances, validation
-from maskrcnn_launcher.options import (DATA_SOURCES, DEFAULT_DISTRIBUTION, HOROVOD,
-                                       PARAMETER_SERVER, LaunchOptions, LaunchRequestError,
-                                       option_problems)
+from maskrcnn_launcher.options import (DATA_SOURCES, DEFAULT_DISTRIBUTION, FAST_FILE, FILE,
+                                       HOROVOD, PARAMETER_SERVER, LaunchOptions,
+                                       LaunchRequestError, option_problems)
 from maskrcnn_launcher.settings import Deployment
 
 _RUN_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -65,6 +66,13 @@ class LaunchPlan:
     run_name: str
     base_job_name: str  # the job is named <base_job_name>-<time>
     checkpoint_s3_uri: str  # shared by every job of the run
+    # How the job reads its channels: FastFile (S3, streamed) or File (S3 copied at the start,
+    # or a file system mounted), docs/aws-rules.md TRN-1.
+    input_mode: str
+    # Where SageMaker uploads the job's TensorBoard summaries while it runs (TRN-2): one folder
+    # per run, below the deployment's output prefix.
+    tensorboard_s3_uri: str
+    keep_alive_seconds: int  # managed warm pool after the job; 0: none (TRN-3)
     max_run_seconds: int
     max_wait_seconds: Optional[int]  # managed spot only
     notes: Tuple[str, ...]  # the warnings and the choices made for the user, to show
@@ -211,5 +219,8 @@ def training_plan(deployment: Deployment, options: LaunchOptions, s3_client) -> 
         distribution=distribution, ranks_per_host=ranks, hyperparameters=parsed,
         sent_hyperparameters=sent, channels=channels, run_name=run_name, base_job_name=base,
         checkpoint_s3_uri=deployment.checkpoint_s3_uri(base),
+        input_mode=options.input_mode or (FAST_FILE if options.data_source == "s3" else FILE),
+        tensorboard_s3_uri=deployment.tensorboard_s3_uri(base),
+        keep_alive_seconds=options.keep_alive_seconds,
         max_run_seconds=int(options.max_run_hours * 3600), max_wait_seconds=max_wait,
         notes=tuple(notes))

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
-from maskrcnn_contract import ssm
+from maskrcnn_contract import job_io, ssm
 
 DEFAULT_SSM_PATH = "/maskrcnn"
 SSM_PATH_FILE = Path("~/.maskrcnn/ssm-path")
@@ -53,6 +53,8 @@ class Deployment:
     inference_image_cpu_uri: str
     # Whether jobs reach the internet (NAT): an isolated VPC cannot run the staging job.
     internet_egress: bool
+    # The SNS topic of the deployment's notifications; deploy.py's idle alarms notify it.
+    notification_topic_arn: str
     # Absent when the deployment has FSx disabled.
     fsx_id: Optional[str] = None
     fsx_mount_name: Optional[str] = None
@@ -74,6 +76,11 @@ class Deployment:
     @property
     def output_s3_uri(self) -> str:
         return f"s3://{self.data_bucket}/{self.output_prefix}"
+
+    def tensorboard_s3_uri(self, run: str) -> str:
+        """TensorBoard summaries of a run: SageMaker uploads each job's below it, in
+        <job name>/tensorboard-output/ (docs/aws-rules.md TRN-2)."""
+        return f"{self.output_s3_uri}{job_io.TENSORBOARD_FOLDER}{run}/"
 
     def checkpoint_s3_uri(self, run: str) -> str:
         """Checkpoints of a run (every job named <run>-<time> resumes from them)."""

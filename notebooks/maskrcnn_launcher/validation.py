@@ -1,17 +1,20 @@
 """The one check of a launch: the CreateTrainingJob request as the SDK sends it, against this
 deployment's policy and the rules SageMaker does not report clearly itself.
 
-Checked: the job name prefix, the role and the VPC that the notebook role's IAM conditions allow
-(a mismatch would come back as a bare AccessDenied); the instance count, volume size and run time
-that the SDK leaves out when they are 0 (SageMaker's defaults would replace them) and a spot wait
-shorter than the run; no volume key on instance types with local storage (SageMaker rejects it;
-docs/aws-rules.md); the training job's channels (`train` required and read-only, `pretrained`
-optional, FSx paths starting with the mount name); the job's hyperparameters (with the job's own
-parser) and the distribution: the toolkit's hyperparameters that start it (the MPI runner for
-horovod, the TF_CONFIG flag for multi_worker_mirrored, none for parameter_server), and no other
-hyperparameter named like SageMaker's or its toolkit's; parameter servers on 2 or more instances,
-and what each distribution allows of the other hyperparameters. Limits that SageMaker reports
-clearly by itself (name lengths, id formats) are left to SageMaker.
+Checked: the job name prefix, the role and the VPC that the notebook role's IAM conditions allow (a
+mismatch would come back as a bare AccessDenied); the instance count, volume size and run time that
+the SDK leaves out when they are 0 (SageMaker's defaults would replace them) and a spot wait shorter
+than the run; the input mode (File or FastFile, File for a file system's channel), a warm pool's
+keep-alive (within SageMaker's limit, not with spot) and, for training, where TensorBoard's
+summaries go (the contract's local path, the deployment's output prefix); no volume key on instance
+types with local storage (SageMaker rejects it; docs/aws-rules.md); the training job's channels
+(`train` required and read-only, `pretrained` optional, FSx paths starting with the mount name); the
+job's hyperparameters (with the job's own parser) and the distribution: the toolkit's
+hyperparameters that start it (the MPI runner for horovod, the TF_CONFIG flag for
+multi_worker_mirrored, none for parameter_server), and no other hyperparameter named like
+SageMaker's or its toolkit's; parameter servers on 2 or more instances, and what each distribution
+allows of the other hyperparameters. Limits that SageMaker reports clearly by itself (name lengths,
+id formats) are left to SageMaker.
 
 What leaves no trace in the request (a distribution given twice with two values, the Horovod-only
 settings with another one, a launch option the SDK would drop, a toolkit hyperparameter of the
@@ -25,7 +28,8 @@ from typing import List, Mapping, Optional
 from maskrcnn_contract import hyperparameters, job_io
 
 from maskrcnn_launcher import instances
-from maskrcnn_launcher.options import (DEFAULT_DISTRIBUTION, HOROVOD, MAX_RUN_SECONDS, MWMS,
+from maskrcnn_launcher.options import (DEFAULT_DISTRIBUTION, FILE, HOROVOD,
+                                       INPUT_MODES, MAX_KEEP_ALIVE_SECONDS, MAX_RUN_SECONDS, MWMS,
                                        PARAMETER_SERVER, LaunchRequestError)
 from maskrcnn_launcher.settings import Deployment
 
@@ -86,6 +90,62 @@ def _channel_problems(channels: List[Mapping], deployment: Deployment) -> List[s
                     f"system's mount name, /{mount}/ (SSM {deployment.ssm_path}/fsx-mount-name "
                     f"and fsx-data-path)")
     return problems
+
+
+def _input_mode_problems(request: Mapping) -> List[str]:
+    """How SageMaker hands each channel to the job (docs/aws-rules.md TRN-1): File or FastFile,
+    the job's mode unless a channel sets its own; FastFile streams S3 objects, so an EFS or FSx
+    channel, which SageMaker mounts, is read in File mode."""
+    problems = []
+    job_mode = request.get("AlgorithmSpecification", {}).get("TrainingInputMode")
+    if job_mode not in INPUT_MODES:
+        problems.append(f"AlgorithmSpecification TrainingInputMode {job_mode!r}: expected "
+                        f"{' or '.join(INPUT_MODES)} (the job reads its channels as files)")
+    for channel in request.get("InputDataConfig", []):
+        mode = channel.get("InputMode") or job_mode
+        name = channel["ChannelName"]
+        if channel.get("InputMode") not in (None, *INPUT_MODES):
+            problems.append(f"channel {name}: InputMode {channel['InputMode']!r}: expected "
+                            f"{' or '.join(INPUT_MODES)}")
+        elif "FileSystemDataSource" in channel["DataSource"] and mode != FILE:
+            problems.append(f"channel {name}: a file-system channel is mounted, and {mode} mode "
+                            f"streams S3 objects: the request must send {FILE}")
+    return problems
+
+
+def _tensorboard_problems(request: Mapping, deployment: Deployment) -> List[str]:
+    """A training job's summaries go where TensorBoard reads them while it runs (TRN-2): from the
+    contract's LocalPath, which the job writes, to the deployment's output prefix, which the
+    training role may write and the notebook role read."""
+    config = request.get("TensorBoardOutputConfig")
+    expected = f"{deployment.output_s3_uri}{job_io.TENSORBOARD_FOLDER}"
+    if not config:
+        return [f"TensorBoardOutputConfig is missing: the job's summaries in "
+                f"{job_io.TENSORBOARD_LOCAL_PATH} would not reach {expected} while it runs"]
+    problems = []
+    if config.get("LocalPath") != job_io.TENSORBOARD_LOCAL_PATH:
+        problems.append(f"TensorBoardOutputConfig LocalPath {config.get('LocalPath')!r}: the job "
+                        f"writes its summaries to {job_io.TENSORBOARD_LOCAL_PATH}")
+    if not str(config.get("S3OutputPath", "")).startswith(expected):
+        problems.append(f"TensorBoardOutputConfig S3OutputPath {config.get('S3OutputPath')!r}: "
+                        f"expected below {expected} (the training role writes, the notebook role "
+                        "reads the output prefix only)")
+    return problems
+
+
+def _warm_pool_problems(request: Mapping) -> List[str]:
+    """ResourceConfig KeepAlivePeriodInSeconds: 0 to MAX_KEEP_ALIVE_SECONDS, not with managed
+    spot training (TRN-3)."""
+    keep = request.get("ResourceConfig", {}).get("KeepAlivePeriodInSeconds")
+    if keep is None:
+        return []
+    if isinstance(keep, bool) or not isinstance(keep, int) or not 0 <= keep <= MAX_KEEP_ALIVE_SECONDS:
+        return [f"ResourceConfig KeepAlivePeriodInSeconds {keep!r}: expected 0 to "
+                f"{MAX_KEEP_ALIVE_SECONDS}"]
+    if keep and request.get("EnableManagedSpotTraining"):
+        return [f"ResourceConfig KeepAlivePeriodInSeconds {keep}: managed warm pools cannot be "
+                "used with spot instances (EnableManagedSpotTraining)"]
+    return []
 
 
 def _toolkit_problem(key: str, value, distribution: Optional[str], expected: Mapping,
@@ -258,9 +318,12 @@ def validate(request: Mapping, deployment: Deployment, kind: str) -> None:
         problems.append(f"VPC config {vpc} differs from the deployment's subnet-ids and "
                         "security-group-ids (the notebook role may only create jobs inside those)")
     problems += _program_problems(request, kind)
+    problems += _input_mode_problems(request)
+    problems += _warm_pool_problems(request)
     if kind == TRAINING:
         channels = request.get("InputDataConfig", [])
         problems += _channel_problems(channels, deployment)
+        problems += _tensorboard_problems(request, deployment)
         problems += _hyperparameter_problems(request.get("HyperParameters", {}), channels,
                                              resources.get("InstanceCount", 1))
         if request.get("EnableManagedSpotTraining") and "CheckpointConfig" not in request:

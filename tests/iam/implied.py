@@ -235,9 +235,10 @@ def _logs(group: str, stream: str, namespace: str, known: Known, why: str, role:
 
 @rule
 def training_job_runs_as_its_role(call: dict, known: Known) -> List[Need]:
-    """A training job's role, as SageMaker uses it: read the S3 channels, write the output and the
-    checkpoints, pull the image, write the job's logs and metrics, attach to the VPC (SageMaker
-    Developer Guide, "CreateTrainingJob API: Execution Role Permissions")."""
+    """A training job's role, as SageMaker uses it: read the S3 channels (File or FastFile: the
+    same reads), write the output, the checkpoints and TensorBoard's summaries, pull the image,
+    write the job's logs and metrics, attach to the VPC (SageMaker Developer Guide,
+    "CreateTrainingJob API: Execution Role Permissions")."""
     params = call["params"]
     role = _role_name(known, params["RoleArn"], call)
     job = params["TrainingJobName"]
@@ -259,6 +260,13 @@ def training_job_runs_as_its_role(call: dict, known: Known) -> List[Need]:
     if params.get("CheckpointConfig"):
         needs += _s3_reads(params["CheckpointConfig"]["S3Uri"], known,
                            f"{why} (the checkpoints)", role, write=True)
+    if params.get("TensorBoardOutputConfig"):
+        # Uploaded while the job runs, below <S3OutputPath><job>/tensorboard-output/ (the SDK's
+        # TensorBoardOutputConfig; docs/aws-rules.md TRN-2), encrypted by the bucket's key.
+        bucket, prefix = split_s3_uri(params["TensorBoardOutputConfig"]["S3OutputPath"])
+        needs += _s3_write(f"arn:aws:s3:::{bucket}/{prefix}{job}/tensorboard-output/"
+                           "events.out.tfevents.1700000000.algo-1", bucket, known,
+                           f"{why} (TensorBoard's summaries)", role)
     needs += _image_pull(params["AlgorithmSpecification"]["TrainingImage"], why, role)
     needs += _logs("/aws/sagemaker/TrainingJobs", f"{job}/algo-1-1700000000",
                    "/aws/sagemaker/TrainingJobs", known, why, role)
@@ -374,3 +382,21 @@ def target_tracking_alarms(call: dict, known: Known) -> List[Need]:
               else "cloudwatch:DeleteAlarms")
     why = f"{call['operation']} of a target tracking policy: {SCALING_PERMISSIONS}"
     return [Need(action, alarm, why=why), Need("cloudwatch:DescribeAlarms", alarm, why=why)]
+
+
+# --- CloudWatch alarms -------------------------------------------------------------------------
+
+@rule
+def each_alarm_named(call: dict, known: Known) -> List[Need]:
+    """DeleteAlarms and DescribeAlarms are authorized on each alarm they name (Service
+    Authorization Reference, CloudWatch: resource type alarm, required); the table's resource
+    templates take one value, so the requests are made here, one per name in AlarmNames."""
+    names = call["params"].get("AlarmNames") or []
+    if not names:
+        raise LookupError(f"cloudwatch.{call['operation']} without AlarmNames: the table has no "
+                          "mapping for a call by prefix or for every alarm; add one")
+    why = (f"cloudwatch.{call['operation']} of each alarm named: https://docs.aws.amazon.com/"
+           "service-authorization/latest/reference/list_amazoncloudwatch.html")
+    return [Need(f"cloudwatch:{call['operation']}", known.arn("cloudwatch", f"alarm:{name}",
+                                                               call["region"]), why=why)
+            for name in names]

@@ -280,6 +280,26 @@ OPERATIONS = {
                         "{logGroupName}:log-stream:{logStreamName}")],
         "source": SAR + "list_amazoncloudwatchlogs.html (GetLogEvents: log-stream)",
     },
+    "cloudwatch.PutMetricAlarm": {
+        "needs": [_need("cloudwatch:PutMetricAlarm",
+                        "arn:{partition}:cloudwatch:{region}:{account}:alarm:{AlarmName}",
+                        {"cloudwatch:AlarmActions": "AlarmActions", "@tags": "Tags"})],
+        "source": SAR + "list_amazoncloudwatch.html (PutMetricAlarm: alarm; condition keys "
+                  "cloudwatch:AlarmActions, aws:RequestTag, aws:TagKeys); the alarm ARN: "
+                  "https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/"
+                  "iam-cw-condition-keys-alarm-actions.html",
+    },
+    "cloudwatch.DeleteAlarms": {
+        # One request per name in AlarmNames (tests/iam/implied.py `each_alarm_named`).
+        "needs": [],
+        "implies": ["each_alarm_named"],
+        "source": SAR + "list_amazoncloudwatch.html (DeleteAlarms: alarm, required)",
+    },
+    "cloudwatch.DescribeAlarms": {
+        "needs": [],
+        "implies": ["each_alarm_named"],
+        "source": SAR + "list_amazoncloudwatch.html (DescribeAlarms: alarm, required)",
+    },
     "cloudwatch.GetMetricData": {
         "needs": [_need("cloudwatch:GetMetricData", "*")],
         "source": SAR + "list_amazoncloudwatch.html",

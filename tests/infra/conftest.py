@@ -28,7 +28,7 @@ PIPELINE_CONTEXT = {
 }
 # Every non-default branch at once but the Git repository (an isolated VPC reaches no Git host,
 # see NO_FSX_CONTEXT): a named region whose Deep Learning Containers live in their own registry
-# account, isolated VPC over three AZs, an existing EFS, SCRATCH_2 FSx.
+# account, isolated VPC over three AZs, an existing EFS, SCRATCH_2 FSx, an existing SNS topic.
 VARIANT_CONTEXT = {
     "maskrcnn:deployment_name": "mrcnn-dev",
     "maskrcnn:region": "eu-south-1",
@@ -37,10 +37,14 @@ VARIANT_CONTEXT = {
     "maskrcnn:existing_efs_id": "fs-0123456789abcdef0",
     "maskrcnn:fsx_deployment_type": "SCRATCH_2",
     "maskrcnn:fsx_storage_capacity_gib": 2400,
+    "maskrcnn:notification_topic_arn": "arn:aws:sns:eu-south-1:123456789012:ml-alerts",
 }
-# FSx disabled; with NAT, so a Git repository whose secret the stack creates.
+EXISTING_TOPIC = VARIANT_CONTEXT["maskrcnn:notification_topic_arn"]
+# FSx disabled; with NAT, so a Git repository whose secret the stack creates; an email address
+# subscribed to the stack's own topic.
 NO_FSX_CONTEXT = {
     "maskrcnn:fsx_enabled": False,
+    "maskrcnn:notification_email": "ml-team@example.com",
     "maskrcnn:git_repository_url": "https://github.com/acme/maskrcnn-notebooks.git",
     "maskrcnn:git_username": "ml-bot",
 }

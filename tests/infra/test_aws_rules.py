@@ -206,7 +206,8 @@ ACCOUNT = "123456789012"
 
 def _evaluate(node, template, region):
     """A CloudFormation value as deployed in `region`: Fn::Join, Fn::If on the template's
-    conditions (Fn::Equals of AWS::Region, Fn::Or), and the region's pseudo parameters."""
+    conditions (Fn::Equals of AWS::Region, Fn::Or), Fn::FindInMap of its mappings, and the
+    region's pseudo parameters."""
     china = region.startswith("cn-")
     pseudo = {"AWS::Region": region, "AWS::Partition": "aws-cn" if china else "aws",
               "AWS::URLSuffix": "amazonaws.com.cn" if china else "amazonaws.com",
@@ -230,6 +231,9 @@ def _evaluate(node, template, region):
         return any(_evaluate(a, template, region) for a in argument)
     if function == "Condition":
         return _evaluate(template["Conditions"][argument], template, region)
+    if function == "Fn::FindInMap":
+        name, first, second = (_evaluate(a, template, region) for a in argument)
+        return template["Mappings"][name][first][second]
     raise AssertionError(f"unexpected {function}")
 
 

@@ -62,6 +62,17 @@ def test_defaults_are_valid_and_deploy_fsx_persistent_2():
       "git_secret_arn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:git-AbCdEf"},
      "maskrcnn:git_username", "unset when maskrcnn:git_secret_arn names an existing secret"),
     ({"region": "us-east-1x"}, "maskrcnn:region", "a region name such as 'us-east-1'"),
+    ({"notification_email": "ml-team"}, "maskrcnn:notification_email",
+     "expected an email address such as 'ml-team@example.com'"),
+    ({"notification_email": "ML Team <ml@example.com>"}, "maskrcnn:notification_email",
+     "an email address"),
+    ({"notification_topic_arn": "arn:aws:sqs:eu-west-1:123456789012:alerts"},
+     "maskrcnn:notification_topic_arn", "the ARN of an existing standard SNS topic"),
+    ({"notification_topic_arn": "arn:aws:sns:eu-west-1:123456789012:alerts.fifo"},
+     "maskrcnn:notification_topic_arn", "not a .fifo topic"),
+    # EventBridge delivers to a topic of its own region (docs/aws-rules.md SNS-1).
+    ({"region": "eu-west-2", "notification_topic_arn": "arn:aws:sns:eu-west-1:123456789012:alerts"},
+     "maskrcnn:notification_topic_arn", "a topic in eu-west-2, the region deployed to"),
 ])
 def test_bad_value_names_key_and_what_is_allowed(values, key, hint):
     with pytest.raises(ConfigError) as error:

@@ -1,8 +1,11 @@
 """One local AWS per session (moto on 127.0.0.1), seeded with what a deployment publishes."""
 
+import contextlib
+import copy
 import functools
 import os
 from pathlib import Path
+from typing import List
 
 import boto3
 import pytest
@@ -81,6 +84,7 @@ def _seed(aws: FakeAws) -> dict:
         tasks.append(datasync.create_task(SourceLocationArn=source, DestinationLocationArn=target,
                                           Name=f"s3-to-efs-{prefix.rstrip('/').replace('/', '-')}")["TaskArn"])
     key = aws.client("kms").create_key()["KeyMetadata"]["Arn"]
+    topic = aws.client("sns").create_topic(Name=f"{JOB_PREFIX}-notifications")["TopicArn"]
     published = {
         "region": REGION,
         "job-name-prefix": JOB_PREFIX,
@@ -110,6 +114,7 @@ def _seed(aws: FakeAws) -> dict:
         "model-role-arn": model_role,
         "inference-image-gpu-uri": INFERENCE_IMAGES["gpu"],
         "inference-image-cpu-uri": INFERENCE_IMAGES["cpu"],
+        "notification-topic-arn": topic,
     }
     # Seeded from the contract's list: a parameter added there without a value here fails here.
     values = {name: published[name] for name in ssm.ALL}
@@ -126,14 +131,17 @@ def _seed(aws: FakeAws) -> dict:
 
 
 @pytest.fixture(scope="session")
-def fake_aws():
+def fake_aws(tmp_path_factory):
     aws = FakeAws(REGION).start()
     saved = dict(os.environ)
-    os.environ.update(_environment(aws.endpoint))
+    # The launcher copies TensorBoard's summaries below this folder, not the user's home.
+    environment = dict(_environment(aws.endpoint),
+                       MASKRCNN_TENSORBOARD_DIR=str(tmp_path_factory.mktemp("tensorboard")))
+    os.environ.update(environment)
     aws.parameters = _seed(aws)
     aws.vpc_id = aws.client("ec2").describe_subnets(
         SubnetIds=aws.parameters["subnet-ids"].split(","))["Subnets"][0]["VpcId"]
-    aws.environment = _environment(aws.endpoint)
+    aws.environment = environment
     yield aws
     os.environ.clear()
     os.environ.update(saved)
@@ -229,3 +237,21 @@ def completed_training_job(fake_aws, run: str = "serve", with_model: bool = True
 def model_key(job_name: str) -> str:
     """Where SageMaker puts a job's model.tar.gz: <output path><job>/output/model.tar.gz."""
     return f"jobs/{job_name}/output/model.tar.gz"
+
+
+@contextlib.contextmanager
+def captured(boto_session, service: str, operation: str):
+    """The parameters of every `service`.`operation` call made through clients of `boto_session`
+    created inside the block, as the caller sent them (botocore's provide-client-params). For
+    services whose wire format FakeAws does not read (CloudWatch's CBOR)."""
+    calls: List[dict] = []
+
+    def keep(params, **_):
+        calls.append(copy.deepcopy(params))
+
+    event = f"provide-client-params.{service}.{operation}"
+    boto_session.events.register(event, keep, unique_id=f"captured-{id(calls)}")
+    try:
+        yield calls
+    finally:
+        boto_session.events.unregister(event, unique_id=f"captured-{id(calls)}")

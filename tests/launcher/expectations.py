@@ -23,7 +23,11 @@ def toolkit_hyperparameters(distribution: str, ranks_per_host: int = None) -> di
 
 def assert_training_request(sent: dict, params: dict, data_source: str, instance_type: str,
                             instance_count: int, ranks_per_host: int = None, spot: bool = False,
-                            run_name: str = None, distribution: str = "horovod") -> None:
+                            run_name: str = None, distribution: str = "horovod",
+                            input_mode: str = None, keep_alive_seconds: int = None) -> None:
+    """The request as sent. `input_mode`: None expects the default, FastFile for S3 and File for
+    a file system (TRN-1); TensorBoard's summaries go below the run's folder (TRN-2); no warm pool
+    unless `keep_alive_seconds` (TRN-3)."""
     name = sent["TrainingJobName"]
     # <prefix>-<run name>-<time>, the run name by default <data source>-<6 hex digits>.
     run_pattern = re.escape(run_name) if run_name else rf"{data_source}-[0-9a-f]{{6}}"
@@ -61,6 +65,13 @@ def assert_training_request(sent: dict, params: dict, data_source: str, instance
     assert sent["OutputDataConfig"]["S3OutputPath"] == f"s3://{BUCKET}/jobs/"
     assert sent["CheckpointConfig"] == {"S3Uri": f"s3://{BUCKET}/checkpoints/{run}/",
                                         "LocalPath": job_io.CHECKPOINT_LOCAL_PATH}
+    assert spec["TrainingInputMode"] == (input_mode or ("FastFile" if data_source == "s3"
+                                                         else "File"))
+    assert not any("InputMode" in c for c in sent["InputDataConfig"])  # the job's mode for all
+    assert sent["TensorBoardOutputConfig"] == {
+        "S3OutputPath": f"s3://{BUCKET}/jobs/tensorboard/{run}/",
+        "LocalPath": "/opt/ml/output/tensorboard"}  # written out: a change in the contract shows
+    assert sent["ResourceConfig"].get("KeepAlivePeriodInSeconds") == keep_alive_seconds
     assert sent.get("EnableManagedSpotTraining", False) is spot
     if spot:
         stop = sent["StoppingCondition"]

@@ -2,14 +2,17 @@
 - record every CreateTrainingJob request exactly as sent (moto overwrites MetricDefinitions
   when it stores a job, so reading it back would not show what the launcher sent);
 - play the part of the job itself: a training job writes metric lines to its CloudWatch log
-  stream, the staging job writes the dataset's files into the data prefix and the backbone
-  checkpoint into the pretrained prefix;
+  stream and, as SageMaker uploads them, a TensorBoard event file of its loss below its
+  TensorBoardOutputConfig's S3 path; the staging job writes the dataset's files into the data
+  prefix and the backbone checkpoint into the pretrained prefix;
 - answer fsx:DescribeDataRepositoryAssociations, which moto lacks, from a table;
 - record the serving requests as sent (CreateModel, CreateEndpointConfig, CreateEndpoint,
   RegisterScalableTarget, PutScalingPolicy), fail a named endpoint as SageMaker would
-  (`fail_endpoints`), and answer InvokeEndpoint for an existing endpoint with a canned answer in
-  the serving handler's schema (recording what was sent: moto's own answer is not JSON and
-  does not check that the endpoint exists).
+  (`fail_endpoints`) or its scalable target's registration (`fail_scaling`), and answer
+  InvokeEndpoint for an existing endpoint with a canned answer in the serving handler's schema
+  (recording what was sent: moto's own answer is not JSON and does not check that the endpoint
+  exists). CloudWatch speaks CBOR: its requests are captured at the botocore level
+  (conftest.py `captured`).
 """
 
 import io
@@ -72,6 +75,8 @@ class FakeAws:
         self.serving_requests: List[Tuple[str, dict]] = []
         self.invocations: List[dict] = []
         self.fail_endpoints: Dict[str, str] = {}  # endpoint name -> FailureReason
+        # Application Auto Scaling resource id -> the message RegisterScalableTarget refuses with
+        self.fail_scaling: Dict[str, str] = {}
         self._lock = threading.Lock()
         self._session = boto3.session.Session(region_name=region)
         self._clients: Dict[str, object] = {}
@@ -128,6 +133,12 @@ class FakeAws:
         if target in SERVING_TARGETS:
             with self._lock:
                 self.serving_requests.append((SERVING_TARGETS[target], params))
+            refusal = self.fail_scaling.get(params.get("ResourceId"))
+            if target.endswith(".RegisterScalableTarget") and refusal:
+                start_response("400 Bad Request", [("Content-Type", "application/x-amz-json-1.1"),
+                                                   ("x-amzn-ErrorType", "ValidationException")])
+                return [json.dumps({"__type": "ValidationException",
+                                    "message": refusal}).encode()]
             environ["wsgi.input"] = io.BytesIO(body)
             response = list(self._app(environ, start_response))
             reason = self.fail_endpoints.get(params.get("EndpointName"))
@@ -181,6 +192,9 @@ class FakeAws:
                              job_io.PRETRAINED_COMPLETE_MARKER):
                     s3.put_object(Bucket=bucket, Key=f"{prefix}{backbone}/{name}", Body=b"{}")
             return
+        tensorboard = params.get("TensorBoardOutputConfig")
+        if tensorboard:
+            self._upload_summaries(name, tensorboard["S3OutputPath"])
         logs = self.client("logs")
         group = "/aws/sagemaker/TrainingJobs"
         try:
@@ -193,3 +207,25 @@ class FakeAws:
         logs.put_log_events(logGroupName=group, logStreamName=stream, logEvents=[
             {"timestamp": now_ms + i, "message": line}
             for i, line in enumerate(TRAINING_LOG)])
+
+    def _upload_summaries(self, job: str, s3_output_path: str) -> None:
+        """What SageMaker uploads of a running job's TensorBoardOutputConfig LocalPath: an event
+        file of the job's train/loss, below <S3OutputPath><job>/tensorboard-output/ (TRN-2)."""
+        from tensorboard.compat.proto import event_pb2, summary_pb2
+        from tensorboard.summary.writer.record_writer import RecordWriter
+
+        out = io.BytesIO()
+        writer = RecordWriter(out)
+        losses = [job_metrics.last_values(line) for line in TRAINING_LOG]
+        steps = [v["train/step"] for v in losses if "train/step" in v]
+        values = [v["train/loss"] for v in losses if "train/loss" in v]
+        for step, value in zip(steps, values):
+            writer.write(event_pb2.Event(wall_time=1700000000.0 + step, step=int(step),
+                                         summary=summary_pb2.Summary(value=[
+                                             summary_pb2.Summary.Value(tag="train/loss",
+                                                                       simple_value=value)])
+                                         ).SerializeToString())
+        bucket, _, prefix = s3_output_path[len("s3://"):].partition("/")
+        self.client("s3").put_object(
+            Bucket=bucket, Body=out.getvalue(),
+            Key=f"{prefix}{job}/tensorboard-output/events.out.tfevents.1700000000.algo-1")

@@ -36,6 +36,22 @@ def test_launch_sends_the_request_and_follows_the_job(fake_aws):
     assert summary["metrics_from_log"]["eval/segm_AP"] == pytest.approx(0.339)
 
 
+def test_an_s3_launch_copies_when_asked_and_a_warm_pool_is_an_option(fake_aws):
+    """TRN-1: --input-mode File copies the channel before the start (FastFile, the default, is
+    tested in test_validation.py); TRN-3: --keep-alive-seconds is ResourceConfig
+    KeepAlivePeriodInSeconds; TRN-2: the request carries TensorBoardOutputConfig
+    (assert_training_request)."""
+    result = cli(fake_aws, "launch", "--data-source", "s3", "--input-mode", "File",
+                 "--keep-alive-seconds", "1800", "--dry-run")
+    assert result.returncode == 0, result.stderr
+    copied = json.loads(result.stdout)
+    assert_training_request(copied, fake_aws.parameters, "s3", "ml.p4d.24xlarge", 2, 8,
+                            input_mode="File", keep_alive_seconds=1800)
+    assert "input mode:   File: copied from S3 onto every instance before the job starts" \
+        in result.stderr
+    assert "warm pool:    instances kept 1800 s after the job" in result.stderr
+
+
 def test_dry_run_prints_the_request_as_it_would_be_sent_and_sends_nothing(fake_aws):
     before = len(fake_aws.requests_since(0))
     result = cli(fake_aws, "launch", "--data-source", "fsx", "--run-name", "trial-2", "--dry-run")
@@ -178,9 +194,15 @@ def test_deploy_invoke_and_delete_from_the_command_line(fake_aws, tmp_path):
     assert json.loads(result.stdout) == {str(image): INVOCATION_ANSWER}
     assert fake_aws.invocations[-1]["ContentType"] == "image/jpeg"
 
-    listed = json.loads(cli(fake_aws, "endpoints").stdout)
-    assert {"name": name, "status": "InService"}.items() <= \
-        next(e for e in listed if e["name"] == name).items()
+    result = cli(fake_aws, "endpoints")
+    listed = json.loads(result.stdout)
+    entry = next(e for e in listed if e["name"] == name)
+    assert {"name": name, "status": "InService", "instance_type": "ml.m5.xlarge",
+            "instance_count": 2, "price_class": "$"}.items() <= entry.items()
+    assert entry["idle_alarm"] in ("INSUFFICIENT_DATA", "OK", "ALARM")  # moto's, not AWS's
+    assert f"{name}: InService, 2 x ml.m5.xlarge ($ per instance-hour), up 0 h 0 min, idle " \
+           f"alarm {entry['idle_alarm']}" in result.stderr
+    assert "price classes per instance-hour: $ CPU only; $$ 1 GPU" in result.stderr
     result = cli(fake_aws, "delete-endpoint", name)
     assert result.returncode == 0, result.stderr
     assert f"deleted endpoint {name}" in result.stdout
@@ -195,7 +217,13 @@ def test_deploy_dry_run_prints_the_requests_and_creates_nothing(fake_aws):
     assert result.returncode == 0, result.stderr
     requests = json.loads(result.stdout)
     assert list(requests) == ["CreateModel", "CreateEndpointConfig", "CreateEndpoint",
-                              "RegisterScalableTarget", "PutScalingPolicy"]
+                              "PutMetricAlarm", "RegisterScalableTarget", "PutScalingPolicy"]
+    # The idle alarm by default: 8 hours without an invocation notify the deployment's topic.
+    alarm = requests["PutMetricAlarm"]
+    assert alarm["EvaluationPeriods"] == 8 and alarm["Period"] == 3600
+    assert alarm["AlarmActions"] == [fake_aws.parameters["notification-topic-arn"]]
+    assert f"idle alarm:    {alarm['AlarmName']} notifies" in result.stderr
+    assert "price class:   $$ per instance-hour (1 GPU)" in result.stderr
     assert requests["CreateModel"]["PrimaryContainer"]["Image"] == INFERENCE_IMAGES["gpu"]
     # The default instance type is checked here, without a create call: moto's
     # CreateEndpointConfig refuses ml.g5.* (its list of instance types predates g5), AWS does not.
@@ -204,9 +232,16 @@ def test_deploy_dry_run_prints_the_requests_and_creates_nothing(fake_aws):
     assert "KmsKeyId" not in requests["CreateEndpointConfig"]  # ml.g5.xlarge: local NVMe
     assert f"training job:  {job}" in result.stderr
     assert fake_aws.serving_requests_since(before) == []
+    hours = json.loads(cli(fake_aws, "deploy", "--job", job, "--dry-run", "--idle-hours", "36")
+                       .stdout)["PutMetricAlarm"]
+    assert hours["EvaluationPeriods"] == hours["DatapointsToAlarm"] == 36
+    assert "PutMetricAlarm" not in json.loads(
+        cli(fake_aws, "deploy", "--job", job, "--dry-run", "--no-idle-alarm").stdout)
 
 
 @pytest.mark.parametrize("args, message", [
+    (["deploy", "--idle-hours", "0"], "idle hours 0 (--idle-hours, idle_hours): expected a whole "
+                                      "number of hours from 1 to 168"),
     (["deploy", "--instance-type", "ml.m5.xlarge"], "instance type 'ml.m5.xlarge' has no GPU"),
     (["deploy", "--instance-type", "ml.g5"], "instance type 'ml.g5' is not a SageMaker hosting"),
     (["deploy", "--job", f"{JOB_PREFIX}-nothing-20260101000000"], "does not exist in eu-west-2"),
@@ -248,6 +283,10 @@ def test_a_failed_endpoint_exits_1_with_its_reason_and_leaves_nothing(fake_aws):
     (["--max-run-hours", "-1", "--dry-run"], "max run hours -1.0 (--max-run-hours"),
     (["--volume-gb", "0"], "volume size 0 GB (--volume-gb, volume_size_gb): expected a whole "
                            "number, 1 or more"),
+    # TRN-3: no warm pool with spot (the other input-mode and warm-pool refusals:
+    # test_validation.py).
+    (["--keep-alive-seconds", "600", "--spot", "--dry-run"],
+     "managed warm pools cannot be used with spot instances"),
     (["--hp", "sagemaker_submit_directory=s3://elsewhere/code.tar.gz"],
      "hyperparameter sagemaker_submit_directory='s3://elsewhere/code.tar.gz': SageMaker's or its "
      "training toolkit's"),

@@ -11,8 +11,8 @@ from maskrcnn_contract import job_io
 from maskrcnn_launcher import deploy, instances
 from maskrcnn_launcher.deploy import DeployError, DeployOptions, DeployRequestError
 
-from tests.launcher.conftest import (BUCKET, INFERENCE_IMAGES, JOB_PREFIX, completed_training_job,
-                                     model_key, shared_boto_session)
+from tests.launcher.conftest import (BUCKET, INFERENCE_IMAGES, JOB_PREFIX, captured,
+                                     completed_training_job, model_key, shared_boto_session)
 from tests.launcher.fake_aws import INVOCATION_ANSWER
 
 
@@ -44,11 +44,30 @@ def serving_resources(fake_aws, name: str) -> dict:
             ServiceNamespace="sagemaker")["ScalableTargets"] if t["ResourceId"] == rid],
         "scaling_policies": [p["PolicyName"] for p in scaling.describe_scaling_policies(
             ServiceNamespace="sagemaker")["ScalingPolicies"] if p["ResourceId"] == rid],
+        "alarms": [a["AlarmName"] for a in fake_aws.client("cloudwatch").describe_alarms(
+            AlarmNamePrefix=name)["MetricAlarms"]],
     }
 
 
 NOTHING = {"models": [], "endpoint_configs": [], "endpoints": [], "scalable_targets": [],
-           "scaling_policies": []}
+           "scaling_policies": [], "alarms": []}
+
+
+def idle_alarm(fake_aws, name: str, hours: int = 8) -> dict:
+    """The idle alarm's PutMetricAlarm as it must be sent (CW-3)."""
+    return {
+        "AlarmName": f"{name}-idle",
+        "AlarmDescription": (
+            f"Endpoint {name} has had no invocations for {hours} hours (or none since it was "
+            f"deployed, if that is less) and bills its instances every hour until deleted: "
+            f"python -m maskrcnn_launcher delete-endpoint {name}"),
+        "Namespace": "AWS/SageMaker", "MetricName": "Invocations",
+        "Dimensions": [{"Name": "EndpointName", "Value": name},
+                       {"Name": "VariantName", "Value": "AllTraffic"}],
+        "Statistic": "Sum", "Period": 3600, "EvaluationPeriods": hours,
+        "DatapointsToAlarm": hours, "Threshold": 0.0,
+        "ComparisonOperator": "LessThanOrEqualToThreshold", "TreatMissingData": "breaching",
+        "AlarmActions": [fake_aws.parameters["notification-topic-arn"]]}
 
 
 # moto's CreateEndpointConfig checks InstanceType against an enum list that predates the g5
@@ -67,8 +86,9 @@ def test_deploy_sends_the_expected_requests_and_delete_returns_to_nothing(
     """EP-1, EP-2, EP-3, AAS-1, AAS-3: one name with the deployment's prefix; the region's GPU
     TensorFlow Serving image and the job's model.tar.gz, no environment; the model role and the
     deployment's VPC; EP-4: the deployment's key for the EBS volume only of a type without
-    instance storage; the variant registered by `endpoint/<name>/variant/AllTraffic` without a
-    role, then target tracking on SageMakerVariantInvocationsPerInstance; AAS-2: delete removes
+    instance storage; CW-3: the idle alarm on the variant's invocations, to the deployment's
+    topic; the variant registered by `endpoint/<name>/variant/AllTraffic` without a role, then
+    target tracking on SageMakerVariantInvocationsPerInstance; AAS-2: delete removes the alarm,
     the policy and the target itself, then the endpoint, its configuration and model."""
     job = completed_training_job(fake_aws)
     before = len(fake_aws.serving_requests_since(0))
@@ -76,8 +96,10 @@ def test_deploy_sends_the_expected_requests_and_delete_returns_to_nothing(
     options = DeployOptions(job_name=job, endpoint_name=name, instance_type=instance_type,
                             min_instances=1, max_instances=3, target_invocations=90)
     lines = []
-    result = deploy.deploy(deploy.plan(deployment, options, session()), session(),
-                           echo=lines.append)
+    with captured(session(), "cloudwatch", "PutMetricAlarm") as alarms:
+        result = deploy.deploy(deploy.plan(deployment, options, session()), session(),
+                               echo=lines.append)
+    assert alarms == [idle_alarm(fake_aws, name)]
     sent = dict(fake_aws.serving_requests_since(before))
     assert list(sent) == ["CreateModel", "CreateEndpointConfig", "CreateEndpoint",
                           "RegisterScalableTarget", "PutScalingPolicy"]
@@ -108,13 +130,16 @@ def test_deploy_sends_the_expected_requests_and_delete_returns_to_nothing(
                 "PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"},
             "ScaleInCooldown": 300, "ScaleOutCooldown": 60})
     assert result["endpoint_name"] == name and result["training_job"] == job
+    assert result["idle_alarm"] == f"{name}-idle"
     assert any(line.startswith(f"{name}: InService after") for line in lines)
+    assert f"created idle alarm {name}-idle" in lines
     assert serving_resources(fake_aws, name) == {
         "models": [name], "endpoint_configs": [name], "endpoints": [name],
-        "scalable_targets": [target["ResourceId"]], "scaling_policies": [f"{name}-invocations"]}
+        "scalable_targets": [target["ResourceId"]], "scaling_policies": [f"{name}-invocations"],
+        "alarms": [f"{name}-idle"]}
 
     deleted = deploy.delete(deployment, name, session(), echo=lines.append)
-    assert deleted == [f"scaling policy {name}-invocations",
+    assert deleted == [f"idle alarm {name}-idle", f"scaling policy {name}-invocations",
                        f"scalable target endpoint/{name}/variant/AllTraffic",
                        f"endpoint {name}", f"endpoint configuration {name}", f"model {name}"]
     assert serving_resources(fake_aws, name) == NOTHING
@@ -282,6 +307,82 @@ def test_a_failed_endpoint_names_its_reason_and_is_rolled_back(fake_aws, deploym
     assert serving_resources(fake_aws, name) == NOTHING
 
 
+def test_a_failure_after_the_idle_alarm_rolls_the_alarm_back_too(fake_aws, deployment):
+    """CW-3, AAS-2: the alarm is created once the endpoint is InService; a step that fails after
+    it (auto scaling refused) deletes it with the rest."""
+    job = completed_training_job(fake_aws)
+    name = f"{JOB_PREFIX}-endpoint-unscalable"
+    fake_aws.fail_scaling[deploy.resource_id(name)] = "Quota exceeded for scalable targets"
+    p = deploy.plan(deployment, DeployOptions(job_name=job, endpoint_name=name, idle_hours=2,
+                                              instance_type=GPU_WITH_INSTANCE_STORAGE), session())
+    lines = []
+    with pytest.raises(DeployError) as error:
+        deploy.deploy(p, session(), echo=lines.append)
+    assert f"created idle alarm {name}-idle" in lines
+    text = str(error.value)
+    assert "Quota exceeded for scalable targets" in text
+    assert (f"rolled back: deleted idle alarm {name}-idle, endpoint {name}, endpoint "
+            f"configuration {name}, model {name}") in text
+    assert serving_resources(fake_aws, name) == NOTHING
+
+
+@pytest.mark.parametrize("hours", [0, 169, 2.5, True, "8"])
+def test_idle_hours_outside_what_an_alarm_evaluates_are_refused(fake_aws, deployment, hours):
+    """CW-3: 1 to 168 whole hours (7 days of hourly periods); refused before anything exists."""
+    before = len(fake_aws.serving_requests_since(0))
+    with pytest.raises(DeployRequestError, match=r"idle hours .* from 1 to 168"):
+        deploy.plan(deployment, DeployOptions(job_name=completed_training_job(fake_aws),
+                                              idle_hours=hours), session())
+    assert fake_aws.serving_requests_since(before) == []
+
+
+def test_without_an_idle_alarm_none_is_created(fake_aws, deployment):
+    p = deploy.plan(deployment, DeployOptions(job_name=completed_training_job(fake_aws),
+                                              idle_hours=None), session())
+    assert p.put_metric_alarm is None and "PutMetricAlarm" not in p.requests()
+    assert "idle alarm:    off" in deploy.describe_plan(p)
+    with_alarm = deploy.plan(deployment, DeployOptions(job_name=completed_training_job(fake_aws),
+                                                       idle_hours=24), session())
+    assert list(with_alarm.requests()) == ["CreateModel", "CreateEndpointConfig",
+                                           "CreateEndpoint", "PutMetricAlarm",
+                                           "RegisterScalableTarget", "PutScalingPolicy"]
+    assert with_alarm.put_metric_alarm == idle_alarm(fake_aws, with_alarm.name, 24)
+
+
+def test_the_listing_shows_instances_price_class_age_and_idle_alarm(fake_aws, deployment):
+    """What bills: each endpoint's instance type and count, the type's hourly price class, its
+    age (from CreationTime) and its idle alarm's state."""
+    job = completed_training_job(fake_aws)
+    name = f"{JOB_PREFIX}-endpoint-listed"
+    deploy.deploy(deploy.plan(deployment, DeployOptions(
+        job_name=job, endpoint_name=name, instance_type=GPU_WITH_INSTANCE_STORAGE,
+        instance_count=2, max_instances=3), session()), session(), echo=lambda _: None)
+    created = fake_aws.sagemaker_backend().endpoints[name].creation_time
+    later = created.replace(tzinfo=datetime.timezone.utc) + datetime.timedelta(hours=26,
+                                                                                 minutes=5)
+    listed = {e["name"]: e for e in deploy.endpoints(
+        session().client("sagemaker"), deployment, session().client("cloudwatch"), now=later)}
+    entry = listed[name]
+    assert entry["instance_type"] == GPU_WITH_INSTANCE_STORAGE and entry["instance_count"] == 2
+    assert entry["price_class"] == "$$" and entry["age"] == "1 d 2 h"
+    assert entry["idle_alarm"] in ("INSUFFICIENT_DATA", "OK", "ALARM")
+    assert f"{name}: InService, 2 x ml.g4dn.xlarge ($$ per instance-hour), up 1 d 2 h, idle " \
+        f"alarm {entry['idle_alarm']}" in deploy.endpoint_lines(list(listed.values()))
+    deploy.delete(deployment, name, session(), echo=lambda _: None)
+    assert name not in {e["name"] for e in deploy.endpoints(session().client("sagemaker"),
+                                                           deployment)}
+
+
+@pytest.mark.parametrize("instance_type, price_class", [
+    ("ml.m5.xlarge", "$"), ("ml.g5.xlarge", "$$"), ("ml.g6e.2xlarge", "$$"),
+    ("ml.g5.12xlarge", "$$$"), ("ml.p3.8xlarge", "$$$"), ("ml.g6.48xlarge", "$$$$"),
+    ("ml.p3.16xlarge", "$$$$"), ("ml.p4d.24xlarge", "$$$$$"), ("ml.p5.48xlarge", "$$$$$"),
+    ("ml.inf2.xlarge", "?"),
+])
+def test_price_class_by_accelerators(instance_type, price_class):
+    assert instances.price_class(instance_type) == price_class
+
+
 def test_a_failure_kept_for_inspection_says_what_exists_and_how_to_delete_it(fake_aws, deployment):
     job = completed_training_job(fake_aws)
     name = f"{JOB_PREFIX}-endpoint-kept"
@@ -363,3 +464,28 @@ def test_a_score_threshold_outside_0_to_1_is_refused_before_the_endpoint_is_call
         deploy.invoke(runtime, f"{JOB_PREFIX}-endpoint-any", image_bytes(),
                       score_threshold=threshold)
     assert len(fake_aws.invocations) == before
+
+
+def _put_alarm(name: str, actions: list) -> dict:
+    """A PutMetricAlarm call as the IAM evaluation records one (tests/iam/recorder.py)."""
+    return {"service": "cloudwatch", "service_name": "cloudwatch", "operation": "PutMetricAlarm",
+            "region": "eu-west-2", "params": {"AlarmName": name, "AlarmActions": actions},
+            "status": 200, "error_code": None}
+
+
+def test_the_notebook_role_puts_alarms_that_notify_the_deployments_topic_and_nothing_else(
+        request, fake_aws):
+    """CW-3, against the synthesized template's notebook role (tests/iam): an idle alarm of
+    the deployment's with the deployment's topic is allowed; another topic, an EC2 action beside
+    the topic, no action at all, or a name outside the prefix is refused."""
+    from tests.iam.plugin import checker
+
+    check, topic = checker(request), fake_aws.parameters["notification-topic-arn"]
+    name = f"{JOB_PREFIX}-endpoint-any-idle"
+    assert check.denials([_put_alarm(name, [topic])], "notebook") == []
+    for call in (_put_alarm(name, [topic.replace("notifications", "elsewhere")]),
+                 _put_alarm(name, [topic, "arn:aws:automate:eu-west-2:ec2:terminate"]),
+                 _put_alarm(name, []),
+                 _put_alarm("other-endpoint-idle", [topic])):
+        denial, = check.denials([call], "notebook")
+        assert denial.action == "cloudwatch:PutMetricAlarm", denial.text

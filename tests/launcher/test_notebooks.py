@@ -18,10 +18,13 @@ NOTEBOOK_NAMES = ["prepare-data.ipynb", "mask-rcnn-s3.ipynb", "mask-rcnn-efs.ipy
                   "mask-rcnn-fsx.ipynb", "inference.ipynb"]
 
 
-def execute(name: str, parameters: dict = None) -> str:
-    """Runs the notebook; `parameters` replaces lines of its cell tagged `parameters`, as a user
-    would edit them. Returns the text of all outputs."""
+def execute(name: str, parameters: dict = None, until: int = None) -> str:
+    """Runs the notebook (its first `until` + 1 cells only, if given); `parameters` replaces
+    lines of its cell tagged `parameters`, as a user would edit them. Returns the text of all
+    outputs."""
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    if until is not None:
+        nb.cells = nb.cells[:until + 1]
     for cell in nb.cells:
         if parameters and "parameters" in cell.metadata.get("tags", []):
             lines = cell.source.splitlines()
@@ -69,6 +72,38 @@ def test_launch_notebook_sends_the_expected_request(fake_aws, source):
     assert re.search(r"^train/loss +0\.75$", output, re.M)  # the last value, not the first
     run = sent[0]["TrainingJobName"].rsplit("-", 1)[0]
     assert f"s3://{BUCKET}/checkpoints/{run}/" in output
+    assert f"tensorboard:  s3://{BUCKET}/jobs/tensorboard/{run}/ (uploaded while the job runs)" \
+        in output
+    assert f"dashboard https://eu-west-2.console.aws.amazon.com/cloudwatch/home?region=" \
+           f"eu-west-2#dashboards:name={JOB_PREFIX}-eu-west-2" in output
+    assert_tensorboard_copied(output, run, sent[0]["TrainingJobName"])
+
+
+def _records(data: bytes):
+    """The records of a TFRecord file (an event file): length, its CRC, the data, its CRC."""
+    import struct
+
+    position = 0
+    while position < len(data):
+        length, = struct.unpack("<Q", data[position:position + 8])
+        yield data[position + 12:position + 12 + length]
+        position += 12 + length + 4
+
+
+def assert_tensorboard_copied(output: str, run: str, job: str) -> None:
+    """TRN-2: what SageMaker uploaded of the job's summaries (the fake job's event file of its
+    loss) is copied to the notebook instance below the run's folder, where TensorBoard reads
+    it: its scalars are the job's train/loss by step."""
+    from tensorboard.compat.proto import event_pb2
+
+    from maskrcnn_launcher import tensorboard_logs
+
+    assert "TensorBoard: 1 file(s) copied to" in output
+    assert f"tensorboard --logdir {tensorboard_logs.root()} --port 6006" in output
+    event_file, = (tensorboard_logs.local_dir(run) / job / "tensorboard-output").iterdir()
+    events = [event_pb2.Event.FromString(r) for r in _records(event_file.read_bytes())]
+    assert [(e.step, e.summary.value[0].tag, e.summary.value[0].simple_value) for e in events] \
+        == [(100, "train/loss", 1.25), (200, "train/loss", 0.75)]
 
 
 def test_s3_notebook_with_the_users_choices(fake_aws):
@@ -87,6 +122,20 @@ def test_s3_notebook_with_the_users_choices(fake_aws):
     assert_training_request(sent[0], fake_aws.parameters, "s3", "ml.p3dn.24xlarge", 3,
                             spot=True, distribution="parameter_server")
     assert sent[0]["HyperParameters"]["max_steps"] == "500"
+    # TRN-1: streamed from S3 by default, no copy before the start.
+    assert "input mode:   FastFile: streamed from S3 as the job reads it" in output
+
+
+def test_s3_notebook_copies_the_dataset_when_asked_and_keeps_a_warm_pool(fake_aws):
+    """TRN-1, TRN-3: INPUT_MODE = "File" copies the channel first; KEEP_ALIVE_SECONDS keeps the
+    instances for the next job."""
+    before = len(fake_aws.requests_since(0))
+    output = execute("mask-rcnn-s3.ipynb", {"INPUT_MODE": "File", "KEEP_ALIVE_SECONDS": 900})
+    sent = fake_aws.requests_since(before)
+    assert len(sent) == 1
+    assert_training_request(sent[0], fake_aws.parameters, "s3", "ml.p4d.24xlarge", 2, 8,
+                            input_mode="File", keep_alive_seconds=900)
+    assert "warm pool:    instances kept 900 s after the job" in output
 
 
 def test_launch_notebook_stops_on_a_bad_hyperparameter(fake_aws):
@@ -174,7 +223,11 @@ def test_inference_notebook_serves_the_latest_job_draws_and_deletes(fake_aws):
     assert "person 0.91" in output
     assert '"image/png"' in output  # the drawn image
     assert re.search(r"latency over 5 requests: p50 [0-9.]+ ms, p90 [0-9.]+ ms", output)
+    # The idle alarm (CW-3) goes with the endpoint, and deleting removes it again.
+    assert f"idle alarm:    {name}-idle notifies {fake_aws.parameters['notification-topic-arn']}" \
+           " after 8 h without an invocation" in output
     assert f"{name}: deleted, nothing left" in output
+    assert fake_aws.client("cloudwatch").describe_alarms(AlarmNamePrefix=name)["MetricAlarms"] == []
     assert _endpoints(fake_aws, name) == []
 
 
@@ -190,6 +243,10 @@ def test_inference_notebook_warns_when_the_endpoint_is_kept(fake_aws):
     assert sent["CreateEndpointConfig"]["KmsKeyId"] == fake_aws.parameters["kms-key-arn"]
     assert f"WARNING: {name} keeps running and billing" in output
     assert _endpoints(fake_aws, name) == [name]
+    # The next run's listing shows it: instances, price class, age, idle alarm.
+    listing = execute("inference.ipynb", {"JOB_NAME": "no-such-job"}, until=1)
+    assert re.search(rf"  {name}: InService, 1 x ml.m5.xlarge \(\$ per instance-hour\), up 0 h "
+                     r"\d+ min, idle alarm (OK|ALARM|INSUFFICIENT_DATA)", listing)
     from maskrcnn_launcher import deploy, settings
 
     deploy.delete(settings.load(fake_aws.client("ssm"), "/maskrcnn-test"), name,

@@ -242,7 +242,7 @@ def test_without_pretrained_weights_the_launch_warns_and_synchronizes_batch_norm
     said = capsys.readouterr().out
     assert "warning: no pretrained backbone" in said and "37.7" in said
     assert "batch_norm=sync" in said
-    assert jobs.describe_inputs(request)[1:3] == [
+    assert jobs.describe_inputs(request)[2:4] == [
         "backbone:     resnet50, ImageNet checkpoint from nowhere (trained from scratch)",
         "batch norm:   sync"]
     # Chosen explicitly, per_rank stays; frozen cannot work without pretrained statistics.
@@ -258,10 +258,14 @@ def test_the_launch_says_what_the_job_trains_from(deployment):
     request = sent(deployment, data_source="fsx")
     lines = jobs.describe_inputs(request)
     fsx = f"FSxLustre {deployment.fsx_id}:/{FSX_MOUNT_NAME}"
+    run = request["TrainingJobName"].rsplit("-", 1)[0]
     assert lines == [f"dataset:      {fsx}/datasets/coco2017",
+                     "input mode:   File: the file system is mounted, nothing copied",
                      f"backbone:     resnet50, ImageNet checkpoint from {fsx}/pretrained/resnet50",
                      "batch norm:   frozen",
-                     "distribution: horovod, 8 ranks per host (one per GPU) on 2 x ml.p4d.24xlarge"]
+                     "distribution: horovod, 8 ranks per host (one per GPU) on 2 x ml.p4d.24xlarge",
+                     f"tensorboard:  s3://{BUCKET}/jobs/tensorboard/{run}/ (uploaded while the "
+                     "job runs)"]
 
 
 # Distribution: what each strategy sends, and every combination refused before sending.
@@ -290,7 +294,7 @@ def test_each_distribution_sends_its_own_toolkit_hyperparameters_and_no_others(
               "sagemaker_multi_worker_mirrored_strategy_enabled",
               "sagemaker_parameter_server_enabled"} - set(toolkit_hyperparameters(distribution, 8))
     assert not absent & set(hps)
-    assert jobs.describe_inputs(request)[-1] == f"distribution: {DESCRIBED[distribution]}"
+    assert jobs.describe_inputs(request)[4] == f"distribution: {DESCRIBED[distribution]}"
 
 
 @pytest.mark.parametrize("given", ["multi_worker_mirrored", '"multi_worker_mirrored"'])
@@ -479,3 +483,98 @@ def test_a_staging_request_with_a_toolkit_hyperparameter_is_refused(fake_aws, de
     bad["HyperParameters"]["sagemaker_mpi_enabled"] = "true"
     assert "hyperparameter sagemaker_mpi_enabled='true'" in \
         problems_of(bad, deployment, validation.STAGING)
+
+
+# How the job reads its channels (TRN-1), a warm pool (TRN-3), TensorBoard's summaries (TRN-2).
+
+def test_an_s3_launch_streams_its_channels_and_a_file_system_is_mounted(deployment):
+    """TRN-1: FastFile for S3 unless File is asked for (no copy before the job starts); File for
+    EFS and FSx, which SageMaker mounts. TRN-2: every training request carries
+    TensorBoardOutputConfig (assert_training_request)."""
+    params = settings_values(deployment)
+    streamed = sent(deployment, data_source="s3")
+    assert_training_request(streamed, params, "s3", "ml.p4d.24xlarge", 2, 8)
+    assert streamed["AlgorithmSpecification"]["TrainingInputMode"] == "FastFile"
+    assert "input mode:   FastFile: streamed from S3 as the job reads it, no copy before the " \
+           "start" in jobs.describe_inputs(streamed)
+    copied = sent(deployment, data_source="s3", input_mode="File")
+    assert copied["AlgorithmSpecification"]["TrainingInputMode"] == "File"
+    for source in ("efs", "fsx"):
+        mounted = sent(deployment, data_source=source)
+        assert_training_request(mounted, params, source, "ml.p4d.24xlarge", 2, 8)
+        assert sent(deployment, data_source=source, input_mode="File") \
+            ["AlgorithmSpecification"]["TrainingInputMode"] == "File"
+
+
+def settings_values(deployment) -> dict:
+    """The published values assert_training_request compares with, from the Deployment."""
+    return {"efs-id": deployment.efs_id, "fsx-id": deployment.fsx_id,
+            "fsx-mount-name": deployment.fsx_mount_name,
+            "subnet-ids": ",".join(deployment.subnet_ids),
+            "security-group-ids": ",".join(deployment.security_group_ids),
+            "training-image-uri": deployment.training_image_uri,
+            "training-role-arn": deployment.training_role_arn}
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"data_source": "fsx", "input_mode": "FastFile"},
+     "input mode 'FastFile' (--input-mode, input_mode) streams S3 objects; data source 'fsx' is a "
+     "file system SageMaker mounts (File mode)"),
+    ({"input_mode": "Pipe"}, "input mode 'Pipe' (--input-mode, input_mode): expected one of "
+                             "FastFile, File"),
+    ({"keep_alive_seconds": 21601}, "keep-alive 21601 seconds (--keep-alive-seconds, "
+                                    "keep_alive_seconds): expected a whole number from 0 (no warm "
+                                    "pool) to 21600"),
+    ({"keep_alive_seconds": -1}, "keep-alive -1 seconds"),
+    ({"keep_alive_seconds": 1.5}, "keep-alive 1.5 seconds"),
+    ({"keep_alive_seconds": 600, "use_spot": True},
+     "SageMaker's managed warm pools cannot be used with spot instances"),
+])
+def test_an_input_mode_or_warm_pool_that_cannot_work_is_refused_before_building(
+        deployment, options, message):
+    with pytest.raises(LaunchRequestError) as error:
+        sent(deployment, **options)
+    assert message in str(error.value)
+
+
+def test_a_warm_pool_is_sent_as_keep_alive_within_sagemakers_limit(deployment):
+    """TRN-3: KeepAlivePeriodInSeconds up to 21600; none unless asked for."""
+    assert "KeepAlivePeriodInSeconds" not in sent(deployment)["ResourceConfig"]
+    request = sent(deployment, keep_alive_seconds=21600)
+    assert request["ResourceConfig"]["KeepAlivePeriodInSeconds"] == 21600
+    assert jobs.describe_inputs(request)[-1].startswith("warm pool:    instances kept 21600 s")
+
+
+def _channel(request, name="train"):
+    return next(c for c in request["InputDataConfig"] if c["ChannelName"] == name)
+
+
+@pytest.mark.parametrize("source, mutate, message", [
+    ("s3", lambda r: r["AlgorithmSpecification"].update(TrainingInputMode="Pipe"),
+     "AlgorithmSpecification TrainingInputMode 'Pipe': expected FastFile or File"),
+    ("fsx", lambda r: r["AlgorithmSpecification"].update(TrainingInputMode="FastFile"),
+     "channel train: a file-system channel is mounted, and FastFile mode streams S3 objects"),
+    ("efs", lambda r: _channel(r).update(InputMode="FastFile"),
+     "channel train: a file-system channel is mounted, and FastFile mode"),
+    ("s3", lambda r: _channel(r).update(InputMode="Pipe"), "channel train: InputMode 'Pipe'"),
+    ("s3", lambda r: r.pop("TensorBoardOutputConfig"),
+     "TensorBoardOutputConfig is missing: the job's summaries in /opt/ml/output/tensorboard would "
+     "not reach"),
+    ("s3", lambda r: r["TensorBoardOutputConfig"].update(LocalPath="/opt/ml/output/data/tb"),
+     "TensorBoardOutputConfig LocalPath '/opt/ml/output/data/tb': the job writes its summaries "
+     "to /opt/ml/output/tensorboard"),
+    ("s3", lambda r: r["TensorBoardOutputConfig"].update(S3OutputPath=f"s3://{BUCKET}/tb/"),
+     f"TensorBoardOutputConfig S3OutputPath 's3://{BUCKET}/tb/': expected below s3://{BUCKET}/"
+     "jobs/tensorboard/"),
+    ("s3", lambda r: r["ResourceConfig"].update(KeepAlivePeriodInSeconds=3600) or r.update(
+        EnableManagedSpotTraining=True, CheckpointConfig=r["CheckpointConfig"],
+        StoppingCondition=dict(r["StoppingCondition"], MaxWaitTimeInSeconds=10 ** 6)),
+     "KeepAlivePeriodInSeconds 3600: managed warm pools cannot be used with spot instances"),
+    ("s3", lambda r: r["ResourceConfig"].update(KeepAlivePeriodInSeconds=86400),
+     "ResourceConfig KeepAlivePeriodInSeconds 86400: expected 0 to 21600"),
+])
+def test_the_request_as_sent_is_checked_for_input_mode_warm_pool_and_tensorboard(
+        deployment, source, mutate, message):
+    bad = copy.deepcopy(sent(deployment, data_source=source))
+    mutate(bad)
+    assert message in problems_of(bad, deployment)
