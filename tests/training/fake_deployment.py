@@ -8,7 +8,8 @@ requests with the launcher itself (`jobs`, then `submit.send(..., dry_run=True)`
 SDK would send, validated) and serves the bucket to the request playback
 (maskrcnn_local/sagemaker_job.py).
 
-    python -m tests.training.fake_deployment   # prints {"endpoint", "parameters"}, serves until stdin ends
+    python -m tests.training.fake_deployment   # prints {"endpoint", "parameters"}; serves until
+                                               # its stdin ends
 """
 
 import contextlib

@@ -42,7 +42,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence
 
 NAMESPACE_PREFIX = "smhost-"
 SUBNET = "10.213.0"            # private to the namespaces: no route leaves them

@@ -17,8 +17,8 @@ and here:
   file-system channel's `DirectoryPath` mounted read-only (an FSx for Lustre path starts with
   /<mount name>/, FSX-4; a directory that does not exist fails the job, SM-12);
 - the container's environment, each layer over the ones before it
-  (emulated_hosts.Cluster.container_environment): the DLC's, the image's ENV (training_code/Dockerfile),
-  TRAINING_JOB_NAME, `environment` (this machine's: a CPU's settings, stand-ins for AWS's
+  (emulated_hosts.Cluster.container_environment): the DLC's, the image's ENV
+  (training_code/Dockerfile), TRAINING_JOB_NAME, `environment` (this machine's: a CPU's settings, stand-ins for AWS's
   endpoints and credentials), then the request's `Environment`;
 - then the DLC's entry point, the real training toolkit, decides what runs on every host.
 After a successful run, what SageMaker uploads: every host's /opt/ml/model aggregated into one
@@ -159,8 +159,8 @@ def _file_system_directory(name: str, source: dict, inputs: Inputs) -> str:
     if source["FileSystemType"] == "FSxLustre":
         mount = f"/{system.mount_name}/"
         if not path.startswith(mount):
-            raise RequestError(f"channel {name}: FSx for Lustre DirectoryPath {path} does not start "
-                               f"with the file system's mount name, {mount} (FSX-4)")
+            raise RequestError(f"channel {name}: FSx for Lustre DirectoryPath {path} does not "
+                               f"start with the file system's mount name, {mount} (FSX-4)")
         below = path[len(mount):]
     directory = os.path.join(system.root, below.strip("/"))
     if not os.path.isdir(directory):
