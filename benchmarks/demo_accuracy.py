@@ -6,7 +6,7 @@
 Runs `python -m maskrcnn_local.local_run --draw 0` (what `make demo` runs, without the drawing)
 in its own work directory, its output kept in <work-dir>/local_run.log. Then reads each COCO
 evaluation the job made from its TensorBoard summaries (eval/* at the step it ran, in
-<work-dir>/opt_ml/output/data/tensorboard) and the final metrics local_run prints, and writes
+<work-dir>/opt_ml/output/tensorboard) and the final metrics local_run prints, and writes
 them to <results-dir>/demo_accuracy.json (benchmarks/results.py; `make bench` renders it into
 docs/benchmarks.md). Figures only: nothing is asserted. --smoke checks the path (a tiny dataset,
 2 epochs: the figures mean nothing).
@@ -74,7 +74,7 @@ def main(argv=None) -> int:
     printed = result.stdout.rsplit("local run finished", 1)[-1]
     final = {name: float(value) for name, value in _FINAL.findall(printed)}
     opt_ml = os.path.join(args.work_dir, "opt_ml")
-    evaluations = _evaluations(os.path.join(opt_ml, "output", "data", "tensorboard"))
+    evaluations = _evaluations(os.path.join(opt_ml, "output", "tensorboard"))
     # What the job was given, as SageMaker would have given it.
     with open(os.path.join(opt_ml, "input", "config", "hyperparameters.json"),
               encoding="utf-8") as f:

@@ -289,6 +289,12 @@ def _program_problems(request: Mapping, kind: str) -> List[str]:
     if kind == STAGING:  # a training job's are checked with its distribution's
         problems += toolkit_hyperparameter_problems(request.get("HyperParameters", {}), None, {})
     environment = request.get("Environment") or {}
+    # Nothing else: the container's environment is the image's. (The staging job reads a
+    # sources file from its environment in tests, which a launched job must never reach.)
+    extra = sorted(set(environment) - {job_io.PROGRAM_ENV})
+    if extra:
+        problems.append(f"Environment {extra}: the launcher sends only {job_io.PROGRAM_ENV} "
+                        "(for staging); a job's environment is otherwise the image's")
     starts = environment.get(job_io.PROGRAM_ENV, PROGRAMS[TRAINING])
     if starts != PROGRAMS[kind]:
         problems.append(f"a {kind} job must start {PROGRAMS[kind]}, and this request starts "

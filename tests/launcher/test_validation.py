@@ -60,6 +60,9 @@ def _fs(request):
      "wins over it"),
     (lambda r: r.update(Environment={"SAGEMAKER_PROGRAM": "stage_coco.py"}),
      "a training job must start train.py, and this request starts stage_coco.py"),
+    # The staging job's test seam (its sources file) must never reach a launched job.
+    (lambda r: r.update(Environment={"MASKRCNN_STAGING_SOURCES": "/tmp/sources.json"}),
+     "Environment ['MASKRCNN_STAGING_SOURCES']: the launcher sends only SAGEMAKER_PROGRAM"),
 ])
 def test_validation_names_the_bad_value(deployment, mutate, message):
     bad = copy.deepcopy(sent(deployment, data_source="fsx"))

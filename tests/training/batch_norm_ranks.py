@@ -117,6 +117,7 @@ def build_trainer(backend, batch_norm, work_dir, init_checkpoint=None) -> traine
     paths = trainer.Paths(checkpoint_dir=os.path.join(directory, "checkpoints"),
                           model_dir=os.path.join(directory, "model"),
                           output_data_dir=os.path.join(directory, "output"),
+                          tensorboard_dir=os.path.join(directory, "tensorboard"),
                           init_checkpoint=init_checkpoint)
     channel = layout.Channel(os.environ["BN_TEST_CHANNEL"])
     job = trainer.Trainer(hps, channel, channel.read_info(), backend, paths)

@@ -83,7 +83,7 @@ def runs(tmp_path_factory, launcher_deployment):
         "algo-1 model": _files(_opt_ml(work, "algo-1") / "model"),
         "algo-2 model": _files(_opt_ml(work, "algo-2") / "model"),
         "tensorboard": glob.glob(
-            str(_opt_ml(work, "algo-1") / "output" / "data" / "tensorboard" / "*")),
+            str(_opt_ml(work, "algo-1") / "output" / "tensorboard" / "*")),
     }
     assert first.played.succeeded, first.stdout[-5000:]
     first.stdout += playback.report(first, work, draw=4)

@@ -33,7 +33,8 @@ time.sleep(600)
 def _env(tmp_path, hosts, current):
     return sagemaker_env.JobEnvironment(
         opt_ml=str(tmp_path), hyperparameters_file="", channels={}, model_dir="",
-        output_data_dir="", checkpoint_dir="", failure_file=str(tmp_path / "failure"),
+        output_data_dir="", checkpoint_dir="", tensorboard_dir="",
+        failure_file=str(tmp_path / "failure"),
         hosts=hosts, current_host=current)
 
 

@@ -144,7 +144,7 @@ def build_trainer(env: sagemaker_env.JobEnvironment, hps: hyperparameters.Hyperp
     backend = make_backend(hps, env)
     paths = trainer.Paths(
         checkpoint_dir=env.checkpoint_dir, model_dir=env.model_dir,
-        output_data_dir=env.output_data_dir,
+        output_data_dir=env.output_data_dir, tensorboard_dir=env.tensorboard_dir,
         init_checkpoint=pretrained_checkpoint(pretrained) if pretrained else None)
     if backend.is_chief:
         logging.info("%s: %d replica(s) per step on %d host(s), %d GPU(s) visible here; %s",

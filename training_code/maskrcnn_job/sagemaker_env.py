@@ -27,6 +27,7 @@ class JobEnvironment:
     model_dir: str                    # SavedModel goes here; SageMaker uploads it
     output_data_dir: str              # TensorBoard summaries and eval results
     checkpoint_dir: str               # synced to S3 by SageMaker; resume reads it
+    tensorboard_dir: str              # uploaded during the run (TensorBoardOutputConfig)
     failure_file: str
     hosts: List[str]
     current_host: str
@@ -85,6 +86,10 @@ def load(environ=None) -> JobEnvironment:
         # in local runs).
         checkpoint_dir=env.get("SM_CHECKPOINT_DIR", os.path.join(
             opt_ml, os.path.relpath(job_io.CHECKPOINT_LOCAL_PATH, CONTAINER_OPT_ML))),
+        # Where the launcher's TensorBoardOutputConfig has SageMaker upload summaries from while
+        # the job runs (docs/aws-rules.md TRN-2).
+        tensorboard_dir=os.path.join(
+            opt_ml, os.path.relpath(job_io.TENSORBOARD_LOCAL_PATH, CONTAINER_OPT_ML)),
         failure_file=os.path.join(output, "failure"),
         hosts=hosts,
         current_host=current,

@@ -45,6 +45,7 @@ class Paths:
     checkpoint_dir: str
     model_dir: str
     output_data_dir: str
+    tensorboard_dir: str
     init_checkpoint: Optional[str] = None
 
 
@@ -128,7 +129,7 @@ class Trainer:
             self.task, self.config.task.validation_data, backend,
             channel.annotations(layout.VAL), hps.eval_max_images)
         self.summary_writer = (tf.summary.create_file_writer(
-            os.path.join(paths.output_data_dir, "tensorboard")) if backend.is_chief else None)
+            paths.tensorboard_dir) if backend.is_chief else None)
         self._run_steps = None  # set by start(): the backend's step runner over the training set
         self._checkpoint_step: Optional[int] = None  # set by start()
 
