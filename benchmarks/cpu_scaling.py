@@ -93,7 +93,8 @@ def _time_run(args, name: str) -> dict:
     distribution, hosts, ranks, threads, measure_input = TIMING_RUNS[name]
     env = dict(args.env, BENCH_STEPS=str(args.steps), BENCH_CHUNK=str(args.chunk),
                BENCH_WARMUP=str(args.warmup), BENCH_INPUT="1" if measure_input else "0")
-    extra = ["--program", STEP_TIMING, "--hp", f"threads_per_rank={threads}"]
+    # step_timing.py times steps and exports nothing: local_run would fail the run otherwise.
+    extra = ["--program", STEP_TIMING, "--no-model-expected", "--hp", f"threads_per_rank={threads}"]
     if distribution == "horovod":
         extra += ["--ranks", str(ranks)]
     output = _local_run(args, name, distribution, hosts, extra, env, timeout=900)

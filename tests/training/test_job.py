@@ -354,6 +354,26 @@ def test_a_resumed_run_skips_a_truncated_checkpoint_and_its_failing_rank_fails_t
     assert "ckpt-30.index" not in _files(checkpoints)
 
 
+def test_a_run_whose_program_exported_no_model_fails_naming_the_directory(tmp_path):
+    """A program that exits 0 without a SavedModel: the run fails, naming where the model should
+    be, unless the caller says its program exports none (benchmarks/step_timing.py's runs)."""
+    program = tmp_path / "exports_nothing.py"
+    program.write_text("print('trained nothing, exported nothing')\n")
+    work = tmp_path / "work"
+    # One process, no mpirun: the check is local_run's, after any distribution.
+    run = _local_run(work, "--distribution", "multi_worker_mirrored", "--program", str(program),
+                     timeout=300)
+    assert run.returncode == 1, run.stdout[-3000:]
+    model = work / "opt_ml" / "model" / "1"
+    assert (f"the program exited 0 but exported no SavedModel: no saved_model.pb in {model}"
+            in run.stdout), run.stdout[-3000:]
+    assert "--no-model-expected" in run.stdout
+    run = _local_run(work, "--distribution", "multi_worker_mirrored", "--program", str(program),
+                     "--no-model-expected", timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert f"no SavedModel in {model.parent}: the program exported none" in run.stdout
+
+
 def _single_rank_layout(tmp_path, hyperparameters, channels):
     opt_ml = tmp_path / "opt_ml"
     config = opt_ml / "input" / "config"

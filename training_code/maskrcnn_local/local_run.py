@@ -19,9 +19,11 @@ Two ways, by --hosts:
 Both generate the synthetic shapes dataset in COCO format and convert it to TFRecords for the
 `train` channel (kept between runs while its parameters are unchanged), and print the job's output
 and the failure reason if the job failed, or else the final metrics and the path of the picture of
-the model's predictions last; the exit status is the job's. On one host the console shows one
-progress line per log step and the job appends its metric lines to <work-dir>/metrics.txt;
-emulated hosts keep them in the job's output, where SageMaker's regexes read them.
+the model's predictions last; the exit status is the job's, or 1 when it exited 0 without
+exporting a SavedModel (--no-model-expected: a program that exports none on purpose). On one
+host the console shows one progress line per log step and the job appends its metric lines to
+<work-dir>/metrics.txt; emulated hosts keep them in the job's output, where SageMaker's regexes
+read them.
 
 HOROVOD_CYCLE_TIME defaults to 10 ms here (HOROVOD_CYCLE_TIME in the environment overrides it).
 With one core per rank, Horovod's background thread waking every millisecond or so takes CPU time
@@ -57,6 +59,10 @@ DEFAULT_HOROVOD_CYCLE_TIME = "10"  # ms; see the docstring
 
 # A one-host run's metric lines (the job's METRICS_FILE_ENV), under the work directory.
 METRICS_FILE = "metrics.txt"
+
+# What the job exports at its end: <model dir>/1/saved_model.pb (maskrcnn_job/serving/export.py).
+SAVED_MODEL_VERSION = "1"
+SAVED_MODEL_FILE = "saved_model.pb"
 
 # What the run prints last, before the predictions' path.
 FINAL_METRICS = ("eval/bbox_AP", "eval/bbox_AP50", "eval/segm_AP", "eval/segm_AP50")
@@ -113,6 +119,9 @@ def parse_args(argv=None):
     parser.add_argument("--program", default=TRAIN_PROGRAM,
                         help="the program each rank runs (training_code/train.py); on emulated "
                              "hosts it is copied into /opt/ml/code beside train.py")
+    parser.add_argument("--no-model-expected", action="store_true",
+                        help="the program exports no SavedModel on purpose (a timing program): "
+                             "without this, a run that exits 0 having exported none fails")
     parser.add_argument("--container-env", action="append", default=[], metavar="KEY=VALUE",
                         help="an environment variable of the emulated hosts' containers "
                              "(repeatable); one host passes its own environment on")
@@ -158,6 +167,14 @@ def _hyperparameters(args) -> dict:
     hyperparameters.parse(values)  # fail here, before any work, on a bad name or value
     # SageMaker hands every hyperparameter to the container as a string.
     return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in values.items()}
+
+
+def _saved_model_dir(model_dir: str) -> str:
+    return os.path.join(model_dir, SAVED_MODEL_VERSION)
+
+
+def _exported(model_dir: str) -> bool:
+    return os.path.isfile(os.path.join(_saved_model_dir(model_dir), SAVED_MODEL_FILE))
 
 
 def _write_json(path, payload):
@@ -387,6 +404,12 @@ def main(argv=None) -> int:
         for where, text in failures:
             print(f"failure ({where}):\n{text}")
         return status or 1
+    if not args.no_model_expected and not _exported(model_dir):
+        print(f"failure (local run): the program exited 0 but exported no SavedModel: no "
+              f"{SAVED_MODEL_FILE} in {_saved_model_dir(model_dir)}. The training job exports "
+              "one there at its end; a program that exports none on purpose runs with "
+              "--no-model-expected")
+        return 1
     report(work_dir, model_dir, final, args.draw)
     return 0
 
@@ -395,8 +418,8 @@ def report(work_dir: str, model_dir: str, final: dict, draw: int) -> None:
     """How a successful run ends: the SavedModel's path, the predictions for `draw` validation
     images of <work_dir>/coco-synthetic drawn beside their ground truth, then the final metrics
     of `final` and, last, the picture's path."""
-    saved_model = os.path.join(model_dir, "1")
-    exported = os.path.isfile(os.path.join(saved_model, "saved_model.pb"))
+    saved_model = _saved_model_dir(model_dir)
+    exported = _exported(model_dir)
     print(f"SavedModel: {saved_model}" if exported
           else f"no SavedModel in {model_dir}: the program exported none")
     drawn = _draw_predictions(work_dir, model_dir, draw) if exported and draw > 0 else None
