@@ -29,7 +29,15 @@ COCO_STATS = ("AP", "AP50", "AP75", "APs", "APm", "APl",
               "ARmax1", "ARmax10", "ARmax100", "ARs", "ARm", "ARl")
 EVAL_METRICS = tuple(f"eval/{kind}_{stat}" for kind in ("bbox", "segm") for stat in COCO_STATS)
 
-ALL_METRICS = TRAIN_METRICS + EVAL_METRICS
+# From the evaluation report (docs/evaluation.md): the lowest per-class AP, bbox and segm. Which
+# class it is, and every other class's figures, are in the report.
+PER_CLASS_METRICS = ("eval/bbox_AP_worst_class", "eval/segm_AP_worst_class")
+
+ALL_METRICS = TRAIN_METRICS + EVAL_METRICS + PER_CLASS_METRICS
+
+# SageMaker takes at most 40 metric definitions per training job (CreateTrainingJob,
+# AlgorithmSpecification.MetricDefinitions).
+MAX_METRIC_DEFINITIONS = 40
 
 _NUMBER = r"([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
 

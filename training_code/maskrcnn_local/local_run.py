@@ -416,13 +416,15 @@ def main(argv=None) -> int:
 
 def report(work_dir: str, model_dir: str, final: dict, draw: int) -> None:
     """How a successful run ends: the SavedModel's path, the predictions for `draw` validation
-    images of <work_dir>/coco-synthetic drawn beside their ground truth, then the final metrics
-    of `final` and, last, the picture's path."""
+    images of <work_dir>/coco-synthetic drawn beside their ground truth, the per-class table of
+    the job's last evaluation report and its confusion matrix picture's path, then the final
+    metrics of `final` and, last, the predictions picture's path."""
     saved_model = _saved_model_dir(model_dir)
     exported = _exported(model_dir)
     print(f"SavedModel: {saved_model}" if exported
           else f"no SavedModel in {model_dir}: the program exported none")
     drawn = _draw_predictions(work_dir, model_dir, draw) if exported and draw > 0 else None
+    _print_evaluation_report(model_dir)
     # Last, after what the drawing prints: the final metrics, then the picture.
     for name in FINAL_METRICS:
         if name in final:
@@ -430,6 +432,25 @@ def report(work_dir: str, model_dir: str, final: dict, draw: int) -> None:
     if drawn:
         print(f"predictions drawn (ground truth left, predicted right): {drawn}")
     sys.stdout.flush()
+
+
+def _print_evaluation_report(model_dir: str) -> None:
+    """The job's last evaluation report, as it lies beside the model (docs/evaluation.md): the
+    per-class table and the most confused classes, then the confusion matrix picture's path."""
+    from maskrcnn_job.evaluation import report as evaluation_report
+
+    directory = os.path.join(model_dir, evaluation_report.MODEL_REPORT_DIR)
+    if not os.path.isfile(os.path.join(directory, evaluation_report.REPORT_FILE)):
+        return
+    found = evaluation_report.read(directory)
+    print(f"\nper-class evaluation of {found['images']} validation images at step {found['step']} "
+          f"({found['evaluator']}): {os.path.join(directory, evaluation_report.REPORT_FILE)}")
+    for line in evaluation_report.table(found):
+        print(line)
+    for kind, label in (("segm_confusion_matrix", "masks"), ("bbox_confusion_matrix", "boxes")):
+        if kind in found.get("files", {}):
+            print(f"confusion matrix ({label}): {os.path.join(directory, found['files'][kind])}")
+            break
 
 
 def _draw_predictions(work_dir: str, model_dir: str, count: int) -> str:

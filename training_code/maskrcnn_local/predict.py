@@ -12,7 +12,10 @@ so the pictures show what the endpoint would answer. Writes, under --out:
   pycocotools' COCO.loadRes reads;
 - with --annotations (the images' COCO annotation file, for their ids and ground truth) and
   --compare N: ground_truth_vs_predictions.png, ground truth left and predictions right for the
-  first N images.
+  first N images;
+- with --annotations: evaluation/, the evaluation report of these detections on these images
+  (report.json: per-class AP, precision-recall curves, confusion matrix, score thresholds; its
+  pictures), as the training job writes it (docs/evaluation.md).
 """
 
 import argparse
@@ -31,6 +34,7 @@ from maskrcnn_local import drawing
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 COMPARISON_FILE = "ground_truth_vs_predictions.png"
 RESULTS_FILE = "detections.json"
+REPORT_DIR = "evaluation"
 
 
 class PredictError(ValueError):
@@ -215,7 +219,28 @@ def predict(model: str, images: Sequence[str], out_dir: str, annotations: Option
     if pairs:
         written["comparison"] = os.path.join(out_dir, COMPARISON_FILE)
         drawing.grid(pairs).save(written["comparison"])
+    if coco is not None:
+        written["report"] = evaluation_report(coco, results, ids, categories,
+                                              os.path.join(out_dir, REPORT_DIR))
     return written
+
+
+def evaluation_report(coco, results: List[Dict], image_ids: Sequence[int],
+                      categories: Optional[List[Dict]], out_dir: str) -> str:
+    """The evaluation report of `results` on the images `image_ids` of `coco` (the ground truth)
+    into `out_dir`, as the job writes it (maskrcnn_job/evaluation); returns report.json's path."""
+    from maskrcnn_job.evaluation import coco as coco_evaluation
+    from maskrcnn_job.evaluation import report
+
+    coco_dt = coco_evaluation.load_results(coco, results)
+    evaluator = coco_evaluation.default_evaluator()
+    evaluations = {kind: coco_evaluation.run(coco, coco_dt, kind, image_ids, evaluator,
+                                             print_function=None)
+                   for kind in coco_evaluation.IOU_TYPES}
+    names = report.category_names(evaluations["segm"].params.catIds, categories,
+                                  coco.dataset.get("categories"))
+    built = report.build(evaluations, names, evaluator=coco_evaluation.describe(evaluator))
+    return report.write(built, out_dir)["report"]
 
 
 def main(argv=None) -> int:
@@ -239,6 +264,11 @@ def main(argv=None) -> int:
     print(f"COCO results: {written['results']}")
     if "comparison" in written:
         print(f"ground truth vs predictions: {written['comparison']}")
+    if "report" in written:
+        from maskrcnn_job.evaluation import report
+
+        print("\n".join(report.table(report.read(written["report"]))))
+        print(f"evaluation report: {written['report']}")
     return 0
 
 

@@ -1,20 +1,36 @@
-"""COCO evaluation (pycocotools, bbox and segm) with the inference spread over the ranks.
+"""COCO evaluation (bbox and segm) with the inference spread over the ranks, and its report.
 
 Each rank (each input pipeline of the backend) predicts on its shard of the val TFRecords and turns its detections into COCO results
 with Model Garden's coco_utils (boxes back to original pixels, masks pasted into the image and
-RLE-encoded); rank 0 gathers them and runs COCOeval against the original annotation file.
+RLE-encoded); rank 0 gathers them and runs COCOeval against the original annotation file
+(faster-coco-eval's, or pycocotools' when it is not installed: maskrcnn_job/evaluation/coco.py),
+then writes the evaluation report (maskrcnn_job/evaluation/report.py: per-class AP, curves,
+confusion matrix, score thresholds) under <SM_OUTPUT_DATA_DIR>/evaluation/step-<N>/; the last one
+is copied beside the model (<SM_MODEL_DIR>/code/evaluation/) by the export. docs/evaluation.md.
 """
 
 import logging
 import math
+import os
+import shutil
+import time
 from typing import Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
 from official.vision.evaluation import coco_utils
-from pycocotools import cocoeval
 
 from maskrcnn_contract import metrics as metric_names
+
+from maskrcnn_job.evaluation import coco as coco_evaluation
+from maskrcnn_job.evaluation import report as evaluation_report
+
+REPORT_DIR = evaluation_report.OUTPUT_REPORT_DIR  # under SM_OUTPUT_DATA_DIR
+MODEL_REPORT_DIR = evaluation_report.MODEL_REPORT_DIR  # under SM_MODEL_DIR
+
+
+def report_dir(root: str, step: Optional[int]) -> str:
+    return os.path.join(root, f"step-{step}" if step is not None else "latest")
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +64,14 @@ def _to_coco_results(outputs: Dict[str, np.ndarray], labels: Dict[str, np.ndarra
 class Evaluator:
     """Runs inference on this rank's share of the val set; COCOeval on rank 0."""
 
-    def __init__(self, task, data_config, backend, annotation_file: str, max_images: int = 0):
+    def __init__(self, task, data_config, backend, annotation_file: str, max_images: int = 0,
+                 categories: Optional[List[Dict]] = None, report_root: Optional[str] = None):
+        """`categories`: the dataset's (dataset_info.json), for the report's class names;
+        `report_root`: where the chief writes each evaluation's report (None: no report)."""
         self._task = task
+        self._categories = categories
+        self._report_root = report_root
+        self.last_report: Optional[Dict] = None  # {"report": dict, "files": {kind: path}}
         self._model = None  # evaluate()'s; one model object per run (the traced step keeps it)
         self._data_config = data_config
         self._backend = backend
@@ -85,19 +107,19 @@ class Evaluator:
             results += _to_coco_results(outputs, labels_np)
         return results, image_ids
 
-    def evaluate(self, model) -> Optional[Dict[str, float]]:
+    def evaluate(self, model, step: Optional[int] = None) -> Optional[Dict[str, float]]:
         """Runs `model` (the same object at every call); returns {'eval/bbox_AP': ..., ...} on
-        rank 0, None on the others."""
+        rank 0, None on the others. Rank 0 also writes the report of `step`."""
         if self._model is not None and model is not self._model:
             raise ValueError("Evaluator.evaluate: its traced step runs the first model it got")
         self._model = model
+        started = time.time()
         results, image_ids = self._local_results()
+        inference_s = time.time() - started
         gathered = self._backend.gather_objects((results, image_ids))
         if not self._backend.is_chief:
             return None
         all_results = [r for rank_results, _ in gathered for r in rank_results]
-        for index, result in enumerate(all_results):
-            result["id"] = index + 1  # pycocotools indexes results by id
         all_ids = sorted({i for _, ids in gathered for i in ids})
         if self._coco_gt is None:
             self._coco_gt = coco_utils.COCOWrapper(eval_type="mask",
@@ -106,16 +128,66 @@ class Evaluator:
         if unknown:
             raise ValueError(f"val TFRecords hold image ids absent from {self._annotation_file}: "
                              f"{sorted(unknown)[:5]}")
-        coco_dt = self._coco_gt.loadRes(predictions=all_results)
-        values = {}
-        for iou_type, kind in (("bbox", "bbox"), ("segm", "segm")):
-            coco_eval = cocoeval.COCOeval(self._coco_gt, coco_dt, iouType=iou_type)
+        # As Model Garden's COCOWrapper(eval_type="mask").loadRes: areas are the masks'.
+        coco_dt = coco_evaluation.load_results(self._coco_gt, all_results)
+        evaluator = coco_evaluation.default_evaluator()
+        values, evaluations, coco_eval_s = {}, {}, {}
+        for kind in coco_evaluation.IOU_TYPES:
+            started_kind = time.time()
             # Every evaluated image counts, also those where the model detected nothing.
-            coco_eval.params.imgIds = all_ids
-            coco_eval.evaluate()
-            coco_eval.accumulate()
-            coco_eval.summarize()
+            coco_eval = coco_evaluation.run(self._coco_gt, coco_dt, kind, all_ids, evaluator)
+            coco_eval_s[kind] = time.time() - started_kind
+            evaluations[kind] = coco_eval
             for stat, value in zip(metric_names.COCO_STATS, coco_eval.stats):
                 values[f"eval/{kind}_{stat}"] = float(value)
-        log.info("evaluated %d images, %d detections", len(all_ids), len(all_results))
+        timing = {"inference_s": round(inference_s, 3),
+                  "coco_eval_s": {k: round(v, 3) for k, v in coco_eval_s.items()}}
+        log.info("evaluated %d images, %d detections: inference %.1f s (rank 0), COCOeval %.1f s "
+                 "(%s)", len(all_ids), len(all_results), inference_s, sum(coco_eval_s.values()),
+                 coco_evaluation.describe(evaluator))
+        if self._report_root is not None:
+            values.update(self._write_report(evaluations, step, evaluator, timing))
         return values
+
+    def _write_report(self, evaluations: Dict, step: Optional[int], evaluator: str,
+                      timing: Dict) -> Dict[str, float]:
+        """The report of this evaluation into <report root>/step-<N>/; its headline metrics. A
+        report that fails is logged, and training and the export go on without it."""
+        started = time.time()
+        try:
+            names = evaluation_report.category_names(
+                evaluations["segm"].params.catIds, self._categories,
+                self._coco_gt.dataset.get("categories"))
+            report = evaluation_report.build(evaluations, names, step=step,
+                                             evaluator=coco_evaluation.describe(evaluator),
+                                             timing=timing)
+            report["timing"]["report_s"] = round(time.time() - started, 3)  # without pictures
+            files = evaluation_report.write(report, report_dir(self._report_root, step))
+        except Exception:  # noqa: BLE001  (the report is secondary: the model is not)
+            log.exception("the evaluation report of step %s failed; training goes on", step)
+            self.last_report = None
+            return {}
+        self.last_report = {"report": report, "files": files}
+        log.info("evaluation report in %.1f s: %s", time.time() - started,
+                 os.path.dirname(files["report"]))
+        return evaluation_report.worst_class_metrics(report)
+
+    def write_summaries(self, writer, step: int) -> None:
+        """The last report's per-class figures and pictures to TensorBoard (rank 0's writer)."""
+        if writer is not None and self.last_report is not None:
+            evaluation_report.write_summaries(writer, step, self.last_report["report"],
+                                              self.last_report["files"])
+
+    def copy_report(self, model_dir: str) -> Optional[str]:
+        """The last report beside the model, <model_dir>/code/evaluation/ (after the export,
+        which writes code/ whole); its path, or None when there is no report."""
+        if self.last_report is None:
+            return None
+        source = os.path.dirname(self.last_report["files"]["report"])
+        target = os.path.join(model_dir, MODEL_REPORT_DIR)
+        temporary = target + ".incomplete"
+        shutil.rmtree(temporary, ignore_errors=True)
+        shutil.copytree(source, temporary)
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(temporary, target)
+        return target

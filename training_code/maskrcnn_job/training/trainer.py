@@ -3,8 +3,9 @@
 Model, inputs and losses come from Model Garden's MaskRCNNTask; this module owns the custom loop:
 the chief's state everywhere before the first step, steps run by the backend (Horovod's averaged
 gradients, or a tf.distribute strategy's), periodic checkpoints (the chief's copy into the
-directory SageMaker syncs) and resume, COCO evaluation, TensorBoard summaries, metric lines, and
-the SavedModel at the end (the chief's: no other process writes /opt/ml/model). The backend
+directory SageMaker syncs) and resume, COCO evaluation and its report, TensorBoard summaries,
+metric lines, and the SavedModel at the end with the last report beside it (the chief's: no other
+process writes /opt/ml/model). The backend
 (horovod_backend.HorovodBackend, tf_strategies.MultiWorkerMirroredBackend or
 tf_strategies.ParameterServerBackend) is the seam: nothing here depends on which one runs.
 """
@@ -127,7 +128,8 @@ class Trainer:
             self.model, lambda: experiment.build_model(self.task, backend.sync_batch_norm_layer))
         self.evaluator = evaluation.Evaluator(
             self.task, self.config.task.validation_data, backend,
-            channel.annotations(layout.VAL), hps.eval_max_images)
+            channel.annotations(layout.VAL), hps.eval_max_images, categories=info.categories,
+            report_root=os.path.join(paths.output_data_dir, evaluation.REPORT_DIR))
         self.summary_writer = (tf.summary.create_file_writer(
             paths.tensorboard_dir) if backend.is_chief else None)
         self._run_steps = None  # set by start(): the backend's step runner over the training set
@@ -230,7 +232,7 @@ class Trainer:
         self._synchronize_state()
         model = self._current_inference_model()
         started = time.time()
-        values = self.evaluator.evaluate(model)
+        values = self.evaluator.evaluate(model, step=self.step)
         if values is not None:
             # The headline figures in the log itself: locally the metric lines go to a file.
             log.info("evaluation at step %d took %.0f s: %s", self.step, time.time() - started,
@@ -238,6 +240,7 @@ class Trainer:
                                if name.endswith(("_AP", "_AP50"))))
             metric_lines.emit(values)
             self._write_summaries(values)
+            self.evaluator.write_summaries(self.summary_writer, self.step)
         return values
 
     def _write_summaries(self, values: Dict[str, float]) -> None:
@@ -368,3 +371,7 @@ class Trainer:
             categories=export.read_categories(self.channel.annotations(layout.VAL)))
         # print, not log: only rank 0 logs at INFO.
         print(f"rank {self.backend.rank} exported SavedModel to {exported}", flush=True)
+        # The final evaluation's report beside it (docs/evaluation.md), after code/ is written.
+        report = self.evaluator.copy_report(self.paths.model_dir)
+        if report:
+            print(f"evaluation report beside the model: {report}", flush=True)
