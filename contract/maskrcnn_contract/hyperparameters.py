@@ -85,6 +85,14 @@ class Hyperparameters:
     threads_per_rank: int = _field(
         0, "TensorFlow intra-op threads per rank; 0: TensorFlow's default.", minimum=0)
     seed: int = _field(0, "Seed of shuffling and augmentation.")
+    stall_timeout_minutes: float = _field(
+        10.0, "A rank that finishes no step for this long fails the job; the failure reason names "
+        "it, its host, the phase and the last step (docs/operations.md, \"A hung job\"). 0: no "
+        "stall watchdog.", minimum=0.0)
+    stall_timeout_slow_phases_minutes: float = _field(
+        30.0, "The same for the phases without steps: start-up and the first step (which traces "
+        "the graph), checkpoints, evaluation (the chief's COCOeval while the others wait) and "
+        "export. 0: those phases are not watched.", minimum=0.0)
 
     @property
     def lr_decay_epoch_list(self) -> Tuple[float, ...]:

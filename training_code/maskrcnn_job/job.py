@@ -9,7 +9,8 @@ failure leaves.
   trains, a PS or worker task serves.
 Inputs are read from the SageMaker layout (channels, hyperparameters.json); on any error the cause
 goes to /opt/ml/output/failure and the process exits non-zero at once, without waiting on
-collectives, so that mpirun (-mca orte_abort_on_non_zero_status 1) or SageMaker ends the job.
+collectives, so that mpirun (-mca orte_abort_on_non_zero_status 1) or SageMaker ends the job. A
+process that trains does the same when it makes no progress for too long (training/watchdog.py).
 """
 
 import ctypes
@@ -19,6 +20,7 @@ import os
 import sys
 import traceback
 import warnings
+from typing import Optional
 
 from maskrcnn_contract import hyperparameters, job_io
 
@@ -26,6 +28,7 @@ from maskrcnn_job import sagemaker_env  # pure Python, fast
 from maskrcnn_job.data import layout
 from maskrcnn_job.distribution import cluster_spec
 from maskrcnn_job.distribution.backend import Backend
+from maskrcnn_job.training import watchdog as stall
 
 
 def ignore_library_notices() -> None:
@@ -123,7 +126,30 @@ def pretrained_checkpoint(channel: str) -> str:
     return prefixes[0]
 
 
-def build_trainer(env: sagemaker_env.JobEnvironment, hps: hyperparameters.Hyperparameters):
+def report_failure(env: sagemaker_env.JobEnvironment, message: str) -> None:
+    """`message` (its first line: "<rank> on <host>: ...") where SageMaker takes the job's failure
+    reason from. First on stderr, one line, opening with a word the toolkit's error scan looks
+    for ("Exception"): on the master host the toolkit quotes stderr from that line on in its
+    failure file, which is the job's failure reason even when this rank runs on a worker host
+    (whose own toolkit exits 0; docs/aws-rules.md SM-9). Then the failure file of this host
+    (SM-8)."""
+    first, _, rest = message.partition("\n")
+    print(f"Exception in the training job, {first}" + (f"\n{rest}" if rest else ""),
+          file=sys.stderr, flush=True)
+    sagemaker_env.write_failure(env.failure_file, message)
+
+
+def stall_watchdog(env: sagemaker_env.JobEnvironment,
+                   hps: hyperparameters.Hyperparameters) -> stall.Watchdog:
+    """This process's stall watchdog (not started): its report is the failure's."""
+    return stall.Watchdog(rank_from_environment(), env.current_host,
+                          step_budget_s=hps.stall_timeout_minutes * 60,
+                          slow_budget_s=hps.stall_timeout_slow_phases_minutes * 60,
+                          report=lambda message: report_failure(env, message))
+
+
+def build_trainer(env: sagemaker_env.JobEnvironment, hps: hyperparameters.Hyperparameters,
+                  watchdog: Optional[stall.Watchdog] = None):
     """Validates the inputs, starts the backend, builds the model: everything before the loop."""
     channel = layout.Channel(env.channel(job_io.TRAIN_CHANNEL))
     pretrained = env.optional_channel(job_io.PRETRAINED_CHANNEL)
@@ -149,7 +175,7 @@ def build_trainer(env: sagemaker_env.JobEnvironment, hps: hyperparameters.Hyperp
     if backend.is_chief:
         logging.info("%s: %d replica(s) per step on %d host(s), %d GPU(s) visible here; %s",
                      hps.distribution, backend.size, len(env.hosts), backend.num_gpus, hps)
-    return trainer.Trainer(hps, channel, info, backend, paths)
+    return trainer.Trainer(hps, channel, info, backend, paths, watchdog=watchdog)
 
 
 def run(env: sagemaker_env.JobEnvironment) -> None:
@@ -172,7 +198,10 @@ def run(env: sagemaker_env.JobEnvironment) -> None:
             quiet_tensorflow()
             tf_strategies.serve(cluster_spec.current(), hps.threads_per_rank)
             return
-    build_trainer(env, hps).run()
+    watchdog = stall_watchdog(env, hps)
+    watchdog.start(stall.START)
+    build_trainer(env, hps, watchdog).run()
+    watchdog.stop()
     if hps.distribution != "horovod":
         # Done, files closed. At interpreter exit TensorFlow's coordination service would wait
         # for the peers that already left (40 s measured on 2 emulated hosts) before exiting 0.
@@ -196,13 +225,8 @@ def main() -> None:
         run(env)
     except BaseException as error:  # noqa: B902  (also KeyboardInterrupt/SystemExit: report them)
         message = f"{name} on {env.current_host}: {type(error).__name__}: {error}".strip()
-        # First on stderr, one line, opening with a word the toolkit's error scan looks for
-        # ("Exception"): on the master host the toolkit quotes stderr from that line on in its
-        # failure file, which is the job's failure reason even when this rank runs on a worker
-        # host (whose own toolkit exits 0).
-        print(f"Exception in the training job, {message}", file=sys.stderr, flush=True)
+        report_failure(env, message)
         traceback.print_exc()
-        sagemaker_env.write_failure(env.failure_file, message)
         sys.stdout.flush()
         sys.stderr.flush()
         # Not sys.exit: interpreter shutdown would wait on Horovod's collectives with the peers.

@@ -23,6 +23,8 @@ from typing import Any, Callable, ContextManager, Dict, List, Optional, Protocol
 
 import numpy as np
 
+OnStep = Optional[Callable[[int], None]]  # step_runner's progress callback: steps finished
+
 
 class Backend(Protocol):
     """What a distribution backend gives the trainer; each method's docstring says what for."""
@@ -45,10 +47,11 @@ class Backend(Protocol):
     def input_context(self) -> Any:
         """This process's `tf.distribute.InputContext` for the evaluation input."""
 
-    def step_runner(self, step_fn: Callable, dataset_fn: Callable) -> Callable[[int], List[Dict]]:
-        """A function (count) -> the losses of `count` steps, each running `step_fn(images,
-        labels)` on every replica with batches from `dataset_fn(input_context)` (step 4 runs
-        inside `step_fn`)."""
+    def step_runner(self, step_fn: Callable, dataset_fn: Callable) -> Callable[..., List[Dict]]:
+        """A function (count, on_step=None) -> the losses of `count` steps, each running
+        `step_fn(images, labels)` on every replica with batches from `dataset_fn(input_context)`
+        (step 4 runs inside `step_fn`); `on_step(n)` after the n-th of them finished (the stall
+        watchdog's progress)."""
 
     def gradient_tape(self, tape: Any) -> Any:
         """`tape`, whose gradient() the optimizer's apply_gradients turns into the update of the

@@ -11,7 +11,8 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from maskrcnn_job.distribution.backend import check_fingerprints_equal, weights_fingerprint
+from maskrcnn_job.distribution.backend import (OnStep, check_fingerprints_equal,
+                                               weights_fingerprint)
 
 
 class HorovodSyncBatchNormalization(tf_keras.layers.BatchNormalization):
@@ -107,9 +108,14 @@ class HorovodBackend:
         iterator = iter(dataset_fn(self.input_context()))
         step = tf.function(step_fn)
 
-        def run(count: int) -> List[Dict[str, np.ndarray]]:
-            return [{name: value.numpy() for name, value in step(*next(iterator)).items()}
-                    for _ in range(count)]
+        def run(count: int, on_step: OnStep = None) -> List[Dict[str, np.ndarray]]:
+            results = []
+            for _ in range(count):
+                losses = step(*next(iterator))
+                results.append({name: value.numpy() for name, value in losses.items()})
+                if on_step:
+                    on_step(len(results))
+            return results
 
         return run
 

@@ -23,7 +23,8 @@ import tensorflow as tf
 import tf_keras
 
 from maskrcnn_job.distribution import cluster_spec
-from maskrcnn_job.distribution.backend import check_fingerprints_equal, weights_fingerprint
+from maskrcnn_job.distribution.backend import (OnStep, check_fingerprints_equal,
+                                               weights_fingerprint)
 
 log = logging.getLogger(__name__)
 
@@ -155,12 +156,14 @@ class MultiWorkerMirroredBackend(_StrategyBackend):
             return {name: strategy.experimental_local_results(value)
                     for name, value in per_replica.items()}
 
-        def run(count: int) -> List[Dict[str, np.ndarray]]:
+        def run(count: int, on_step: OnStep = None) -> List[Dict[str, np.ndarray]]:
             results = []
             for _ in range(count):
                 losses = one_step(next(iterator))
                 results.append({name: np.mean([v.numpy() for v in values])
                                 for name, values in losses.items()})
+                if on_step:
+                    on_step(len(results))
             return results
 
         return run
@@ -277,11 +280,15 @@ class ParameterServerBackend(_StrategyBackend):
             return {name: strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None)
                     for name, value in per_replica.items()}
 
-        def run(count: int) -> List[Dict[str, np.ndarray]]:
+        def run(count: int, on_step: OnStep = None) -> List[Dict[str, np.ndarray]]:
             scheduled = [coordinator.schedule(one_step, args=(iterator,)) for _ in range(count)]
+            results = []
+            for remote in scheduled:  # in order; fetch() waits for that step
+                results.append({name: np.asarray(value) for name, value in remote.fetch().items()})
+                if on_step:
+                    on_step(len(results))
             coordinator.join()
-            return [{name: np.asarray(value) for name, value in remote.fetch().items()}
-                    for remote in scheduled]
+            return results
 
         return run
 

@@ -1,2 +1,3 @@
 """The training loop (`trainer`), the Model Garden experiment it trains (`experiment`), its
-step arithmetic (`schedule`), and COCO evaluation (`evaluation`)."""
+step arithmetic (`schedule`), COCO evaluation (`evaluation`), and the stall watchdog that fails
+a run which stops making progress (`watchdog`, pure Python)."""

@@ -14,7 +14,7 @@ import math
 import os
 import shutil
 import time
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -91,7 +91,7 @@ class Evaluator:
         keep = ("detection_boxes", "detection_classes", "detection_scores", "detection_masks")
         return {k: outputs[k] for k in keep}
 
-    def _local_results(self):
+    def _local_results(self, on_batch: Callable[[], None]):
         dataset = self._task.build_inputs(self._data_config,
                                           input_context=self._backend.input_context())
         if self._max_batches:
@@ -105,16 +105,19 @@ class Evaluator:
             }
             image_ids += [int(i) for i in labels_np["groundtruths"]["source_id"]]
             results += _to_coco_results(outputs, labels_np)
+            on_batch()
         return results, image_ids
 
-    def evaluate(self, model, step: Optional[int] = None) -> Optional[Dict[str, float]]:
+    def evaluate(self, model, step: Optional[int] = None,
+                 on_batch: Callable[[], None] = lambda: None) -> Optional[Dict[str, float]]:
         """Runs `model` (the same object at every call); returns {'eval/bbox_AP': ..., ...} on
-        rank 0, None on the others. Rank 0 also writes the report of `step`."""
+        rank 0, None on the others. Rank 0 also writes the report of `step`. `on_batch` is
+        called after each batch this rank ran (the stall watchdog's progress)."""
         if self._model is not None and model is not self._model:
             raise ValueError("Evaluator.evaluate: its traced step runs the first model it got")
         self._model = model
         started = time.time()
-        results, image_ids = self._local_results()
+        results, image_ids = self._local_results(on_batch)
         inference_s = time.time() - started
         gathered = self._backend.gather_objects((results, image_ids))
         if not self._backend.is_chief:

@@ -5,7 +5,8 @@ the chief's state everywhere before the first step, steps run by the backend (Ho
 gradients, or a tf.distribute strategy's), periodic checkpoints (the chief's copy into the
 directory SageMaker syncs) and resume, COCO evaluation and its report, TensorBoard summaries,
 metric lines, and the SavedModel at the end with the last report beside it (the chief's: no other
-process writes /opt/ml/model). The backend
+process writes /opt/ml/model). Each finished step, evaluated batch and phase goes to the stall
+watchdog (watchdog.py), which fails the job when they stop coming. The backend
 (horovod_backend.HorovodBackend, tf_strategies.MultiWorkerMirroredBackend or
 tf_strategies.ParameterServerBackend) is the seam: nothing here depends on which one runs.
 """
@@ -33,6 +34,7 @@ from maskrcnn_job.data import layout
 from maskrcnn_job.distribution.backend import Backend
 from maskrcnn_job.serving import export
 from maskrcnn_job.training import evaluation, experiment
+from maskrcnn_job.training import watchdog as stall
 from maskrcnn_job.training.schedule import Schedule
 
 log = logging.getLogger(__name__)
@@ -90,8 +92,9 @@ def locate_corruption(pattern: str) -> str:
 
 class Trainer:
     def __init__(self, hps: Hyperparameters, channel: layout.Channel, info: layout.DatasetInfo,
-                 backend: Backend, paths: Paths):
+                 backend: Backend, paths: Paths, watchdog: Optional[stall.Watchdog] = None):
         self.channel, self.backend, self.paths = channel, backend, paths
+        self.watchdog = watchdog or stall.Watchdog.off()
         self.seed = hps.seed
         self.schedule = Schedule.build(hps, info.splits[layout.TRAIN].num_images, backend.size)
         self.config = experiment.build(hps, channel, info, self.schedule,
@@ -215,6 +218,7 @@ class Trainer:
         return self._managers[directory]
 
     def _save_checkpoint(self) -> None:
+        self.watchdog.phase(stall.CHECKPOINT)
         self._synchronize_state()
         directory = self.backend.checkpoint_directory(self.paths.checkpoint_dir)
         if directory == self.paths.checkpoint_dir:
@@ -229,10 +233,11 @@ class Trainer:
         self._checkpoint_step = self.step
 
     def _evaluate(self) -> Optional[Dict[str, float]]:
+        self.watchdog.phase(stall.EVALUATION)
         self._synchronize_state()
         model = self._current_inference_model()
         started = time.time()
-        values = self.evaluator.evaluate(model, step=self.step)
+        values = self.evaluator.evaluate(model, step=self.step, on_batch=self.watchdog.progress)
         if values is not None:
             # The headline figures in the log itself: locally the metric lines go to a file.
             log.info("evaluation at step %d took %.0f s: %s", self.step, time.time() - started,
@@ -293,9 +298,11 @@ class Trainer:
         self._run_steps = self.backend.step_runner(self._train_step_fn, self._training_inputs)
 
     def train_steps(self, count: int) -> List[Dict[str, np.ndarray]]:
-        """`count` steps; the losses of each (this rank's, or the worker's that ran it)."""
+        """`count` steps; the losses of each (this rank's, or the worker's that ran it). Each
+        finished step is the watchdog's progress."""
+        first = self.step
         try:
-            return self._run_steps(count)
+            return self._run_steps(count, lambda done: self.watchdog.progress(first + done))
         except tf.errors.DataLossError as error:
             where = locate_corruption(self.channel.shards(layout.TRAIN))
             raise RuntimeError(f"corrupt training data in {where}: {error.message}; re-run the "
@@ -327,6 +334,7 @@ class Trainer:
         while self.step < total:
             before = self.step
             started = time.time()
+            self.watchdog.phase(stall.FIRST_STEP if first else stall.TRAIN)
             losses = self.train_steps(1 if first else self._next_stop(before) - before)
             if not first:
                 timed_steps += len(losses)
@@ -348,6 +356,7 @@ class Trainer:
         if self._checkpoint_step != self.step:
             self._save_checkpoint()
         final = self._evaluate()
+        self.watchdog.phase(stall.EXPORT)
         fingerprints = self.backend.check_replicas_equal(self.model.variables)
         if self.backend.is_chief:
             # Each rank hashed its own weights; one line from rank 0, since lines that several

@@ -1,0 +1,139 @@
+"""The stall watchdog: a rank that makes no progress for its phase's budget fails the job, saying
+what hung (docs/operations.md, "A hung job").
+
+Every process that runs the training loop (each Horovod rank, each MultiWorkerMirroredStrategy
+worker, the parameter-server chief) has one. The loop reports progress (`progress`: a finished
+step, an evaluated batch) and phase changes (`phase`); a thread looks every few seconds, and once
+the current phase has gone its budget without progress it
+1. reports the stall through `report` (job.py: the toolkit's stderr line and the failure file,
+   whose first line becomes the job's FailureReason, docs/aws-rules.md SM-8), first line
+   "<rank> on <host> stalled: no progress for <m> min in phase <phase> (last finished step <n>)";
+2. prints every thread's Python stack to stderr;
+3. ends the process with EXIT_STATUS at once (os._exit: the main thread is stuck, and interpreter
+   shutdown would wait on it). What a failing process does to the job is the distribution's:
+   mpirun aborts every rank, a MultiWorkerMirroredStrategy host that exits non-zero fails the job,
+   a parameter-server host fails when its chief does (distribution/parameter_server_host.py).
+A process that is itself frozen (SIGSTOP, a dead host) reports nothing: the ranks waiting for it
+in a collective make no progress either, and theirs fire.
+
+Budgets: TRAIN (between finished steps) gets `step_budget_s`; every other phase (start-up, the
+first step, which traces the graph, checkpoints, evaluation with the chief's COCOeval while the
+others wait, export) gets `slow_budget_s`. A budget of 0 leaves that phase unwatched; a step
+budget of 0 turns the watchdog off. Pure Python, no TensorFlow: the clock, the exit and the
+stream are parameters, for tests.
+"""
+
+import faulthandler
+import os
+import sys
+import threading
+import time
+from typing import Callable, Optional, TextIO
+
+# The loop's phases, as they appear in a stall report.
+START = "start"            # TensorFlow, the backend, the model, the restore and broadcast
+FIRST_STEP = "first step"  # the first step of this process traces (and compiles) the graph
+TRAIN = "train"            # between finished steps: the step budget
+CHECKPOINT = "checkpoint"
+EVALUATION = "evaluation"
+EXPORT = "export"
+
+EXIT_STATUS = 1
+MAX_CHECK_SECONDS = 5.0    # how often the thread looks, at most (a tenth of the budget if less)
+
+
+def minutes(seconds: float) -> str:
+    value = seconds / 60
+    return f"{value:.1f} min" if value >= 1 else f"{value:.2f} min"
+
+
+class Watchdog:
+    """`who` on `host` (e.g. "rank 1" on "algo-2"); `report(message)` is called once, on a stall,
+    before the stacks are printed and the process exits."""
+
+    def __init__(self, who: str, host: str, step_budget_s: float, slow_budget_s: float,
+                 report: Callable[[str], None], *, clock: Callable[[], float] = time.monotonic,
+                 exit: Callable[[int], None] = os._exit,  # noqa: A002
+                 stream: Optional[TextIO] = None, check_every_s: Optional[float] = None):
+        self.who, self.host = who, host
+        self.step_budget_s, self.slow_budget_s = step_budget_s, slow_budget_s
+        self._report, self._clock, self._exit = report, clock, exit
+        self._stream = stream
+        self._check_every_s = check_every_s or min(
+            [MAX_CHECK_SECONDS] + [b / 10 for b in (step_budget_s, slow_budget_s) if b > 0])
+        self._lock = threading.Lock()
+        self._phase, self._since, self._step = START, clock(), None
+        self._stopped = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    @classmethod
+    def off(cls) -> "Watchdog":
+        return cls("rank 0", "", 0, 0, report=lambda message: None)
+
+    @property
+    def enabled(self) -> bool:
+        return self.step_budget_s > 0
+
+    def budget_s(self, phase: str) -> float:
+        return self.step_budget_s if phase == TRAIN else self.slow_budget_s
+
+    def start(self, phase: str = START) -> None:
+        """Watches from now on, in `phase` (nothing when off)."""
+        self.phase(phase)
+        if self.enabled and self._thread is None:
+            self._thread = threading.Thread(target=self._watch, name="stall-watchdog",
+                                            daemon=True)
+            self._thread.start()
+
+    def phase(self, phase: str) -> None:
+        """Enters `phase`: its budget applies from now."""
+        with self._lock:
+            self._phase, self._since = phase, self._clock()
+
+    def progress(self, step: Optional[int] = None) -> None:
+        """Progress in the current phase; `step`: the step just finished, if one was."""
+        with self._lock:
+            self._since = self._clock()
+            if step is not None:
+                self._step = step
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def check(self) -> Optional[str]:
+        """The stall report if the current phase went past its budget without progress."""
+        with self._lock:
+            phase, idle, step = self._phase, self._clock() - self._since, self._step
+        budget = self.budget_s(phase)
+        if not self.enabled or budget <= 0 or idle < budget:
+            return None
+        last = f"last finished step {step}" if step is not None else "no step finished yet"
+        setting = ("stall_timeout_minutes" if phase == TRAIN
+                   else "stall_timeout_slow_phases_minutes")
+        return (f"{self.who} on {self.host} stalled: no progress for {minutes(idle)} in phase "
+                f"{phase} ({last})\n"
+                f"The budget of phase {phase} is {minutes(budget)} ({setting}). A rank waiting "
+                "in a collective for a frozen or dead one stalls too: the first rank to report "
+                "is not always the cause. Every thread's stack is in the log.")
+
+    def _watch(self) -> None:
+        while not self._stopped.wait(self._check_every_s):
+            message = self.check()
+            if message is not None:
+                self._fire(message)
+                return
+
+    def _fire(self, message: str) -> None:
+        stream = self._stream or sys.stderr
+        try:
+            self._report(message)
+        finally:
+            try:
+                print(f"stall watchdog: {self.who} on {self.host}: every thread's stack:",
+                      file=stream, flush=True)
+                faulthandler.dump_traceback(file=stream, all_threads=True)
+                stream.flush()
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                self._exit(EXIT_STATUS)
