@@ -41,7 +41,7 @@ help:
 	@echo "make test   - set up and run all tests"
 	@echo "make synth  - synthesize the CDK app into cdk.out (offline, cdk-nag applied)"
 	@echo "make lint   - synthesize, then cfn-lint every template"
-	@echo "make bench  - CPU benchmarks (root, long): the demo's accuracy; horovod, multi_worker_mirrored, parameter_server side by side; converter speed; writes docs/benchmarks.md"
+	@echo "make bench  - CPU benchmarks (root, long): the demo's accuracy; COCOeval by pycocotools and faster-coco-eval; horovod, multi_worker_mirrored, parameter_server side by side; converter speed; writes docs/benchmarks.md"
 
 setup: apt $(VENV)/.horovod $(DLC_VENV)/.installed $(IMAGE_VENV)/.installed node_modules/.installed
 
@@ -128,6 +128,8 @@ BENCH_RESULTS := build/bench/results
 bench: setup
 	rm -rf $(BENCH_RESULTS)
 	$(PY) benchmarks/demo_accuracy.py --results-dir $(BENCH_RESULTS)
+	# COCOeval by pycocotools and faster-coco-eval on the model demo_accuracy.py just trained.
+	$(PY) benchmarks/coco_eval_speed.py --results-dir $(BENCH_RESULTS)
 	$(PY) benchmarks/cpu_scaling.py --results-dir $(BENCH_RESULTS)
 	$(PY) benchmarks/converter_speed.py --results-dir $(BENCH_RESULTS)
 	$(PY) benchmarks/report.py $(BENCH_RESULTS) --out docs/benchmarks.md

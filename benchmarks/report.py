@@ -3,8 +3,8 @@
     python benchmarks/report.py [RESULTS_DIR] [--out docs/benchmarks.md]
 
 One section per file found in RESULTS_DIR (build/bench/results): demo_accuracy.json,
-cpu_scaling.json, converter_speed.json. Each section is one file, so one script's run: it starts
-with that run's date, machine and command, and a smoke run's section says that its figures mean
+cpu_scaling.json, converter_speed.json, coco_eval_speed.json. Each section is one file, so one
+script's run: it starts with that run's date, machine and command, and a smoke run's section says that its figures mean
 nothing. Files measured on different machines are refused. The page says nothing that is not in
 the files or in the scripts. Standard library only.
 """
@@ -211,8 +211,53 @@ def converter_speed_section(record: dict) -> list:
     return lines
 
 
+def _number(value, fmt: str = "{:.3f}") -> str:
+    return NONE if value is None else fmt.format(value)
+
+
+def coco_eval_speed_section(record: dict) -> list:
+    versions = record["versions"]
+    lines = ["## COCO evaluation: pycocotools and faster-coco-eval", ""] + _run_line(record) + [
+        "",
+        "`benchmarks/coco_eval_speed.py`: the same detections evaluated by "
+        f"{versions['pycocotools']} (the reference) and {versions['faster-coco-eval']} through "
+        "`maskrcnn_job/evaluation/coco.py`, as the job evaluates: COCOeval's evaluate, accumulate "
+        "and summarize, boxes then masks; the wall time is the least of "
+        f"{record['repeats']} runs. Compared: the 12 summary numbers per task and, per class, AP, "
+        "AP50, AP75, APs, APm, APl and AR100 ([evaluation.md](evaluation.md)). The demo's model's "
+        "detections are every detection `maskrcnn_local.predict` gets on the demo's validation "
+        "images; the synthetic ones are made from the ground truth of a larger validation set of "
+        "the same kind (`maskrcnn_local/synthetic_detections.py`), for the time at scale.", ""]
+    rows = []
+    for case in record["cases"]:
+        seconds = case["seconds"]
+        difference = case["max_abs_difference"]
+        rows.append([case["name"], case["images"], case["detections"],
+                     _number(case["pycocotools"]["segm"]["stats"][0]),
+                     _number(case["faster_coco_eval"]["segm"]["stats"][0]),
+                     _number(case["pycocotools"]["bbox"]["stats"][0]),
+                     _number(case["faster_coco_eval"]["bbox"]["stats"][0]),
+                     _number(difference, "{:.1e}"),
+                     "yes" if case["equal_at_printed_precision"] else "**no**",
+                     f"{seconds['pycocotools']:.3f} s", f"{seconds['faster-coco-eval']:.3f} s",
+                     f"{case['speedup']:.1f}x"])
+    lines += _table(["detections of", "images", "detections", "mask AP (pycocotools)",
+                     "mask AP (faster)", "box AP (pycocotools)", "box AP (faster)",
+                     "largest difference", "equal to 3 decimals", "pycocotools", "faster-coco-eval",
+                     "speed-up"], rows)
+    demo = record.get("demo_run") or {}
+    if demo.get("share_of_run") is not None:
+        lines += ["", f"In the demo's run, its last evaluation's COCOeval took "
+                      f"{demo['last_evaluation_coco_eval_s']:.2f} s (inference "
+                      f"{_number(demo.get('last_evaluation_inference_s'), '{:.1f}')} s); at "
+                      f"{demo['evaluations']} evaluations that is about "
+                      f"{demo['share_of_run']:.1%} of its {demo['run_seconds'] / 60:.1f} min."]
+    return lines
+
+
 SECTIONS = (("demo_accuracy", demo_accuracy_section), ("cpu_scaling", cpu_scaling_section),
-            ("converter_speed", converter_speed_section))
+            ("converter_speed", converter_speed_section),
+            ("coco_eval_speed", coco_eval_speed_section))
 
 
 def load(results_dir: str) -> dict:

@@ -10,5 +10,7 @@ side imports the same definition:
   program and its arguments, the SageMaker training toolkits' hyperparameter names;
 - `ssm`: the SSM parameters a deployment publishes for launchers;
 - `s3_objects`: S3 URIs split, and whether an object (a completeness marker) exists;
-- `palette`: the colour of each category wherever instances are drawn.
+- `palette`: the colour of each category wherever instances are drawn;
+- `evaluation_report`: the evaluation report's file, its places in the job's output and model,
+  and its printed table.
 """

@@ -9,6 +9,7 @@
                                        [--idle-hours H | --no-idle-alarm]
                                        [--allow-cpu] [--dry-run]
     python -m maskrcnn_launcher invoke <endpoint> <image>... | endpoints | delete-endpoint <endpoint>
+    python -m maskrcnn_launcher report <job> [--out DIR]
 
 Exit status 2 with a message naming the bad value when the request is invalid (nothing sent or
 created); 1 when a deployment failed after creating something (the message says what exists).
@@ -18,7 +19,7 @@ import argparse
 import json
 import sys
 
-from maskrcnn_launcher import data_prep, deploy, follow, instances, settings
+from maskrcnn_launcher import data_prep, deploy, evaluation_report, follow, instances, settings
 from maskrcnn_launcher.options import (DATA_SOURCES, DISTRIBUTIONS, INPUT_MODES,
                                        MAX_KEEP_ALIVE_SECONDS, LaunchOptions, LaunchRequestError)
 
@@ -126,6 +127,12 @@ def parser() -> argparse.ArgumentParser:
                           help="drop weaker detections (the endpoint's default otherwise)")
     sub.add_parser("endpoints", help="list the deployment's endpoints: status, instances, "
                    "hourly price class, age, idle alarm")
+    report_p = sub.add_parser("report", help="a finished training job's evaluation report (from "
+                              "its model.tar.gz): print its per-class table, write its files")
+    report_p.add_argument("job_name")
+    report_p.add_argument("--out", help="where report.json and its pictures go (default: "
+                          f"${evaluation_report.ROOT_ENV} or {evaluation_report.DEFAULT_ROOT}, "
+                          "then /<job>)")
     return p
 
 
@@ -215,6 +222,12 @@ def run(args) -> None:
         deploy.delete(deployment, args.endpoint_name, boto_session)
     elif args.command == "invoke":
         _invoke(args, boto_session)
+    elif args.command == "report":
+        fetched = evaluation_report.fetch(deployment, args.job_name, boto_session, args.out)
+        print("\n".join(evaluation_report.describe(fetched)
+                        + evaluation_report.table(fetched.report)))
+        for kind, path in fetched.pictures.items():
+            print(f"{kind}: {path}")
     elif args.command == "endpoints":
         found = deploy.endpoints(boto_session.client("sagemaker"), deployment,
                                  boto_session.client("cloudwatch"))

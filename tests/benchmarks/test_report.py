@@ -58,7 +58,21 @@ def _fixture() -> dict:
                      model_garden={"seconds": 9.0, "cpu_seconds": 11.8, "tfrecord_mb": 73.8},
                      ours={"seconds": 2.6, "cpu_seconds": 4.8, "tfrecord_mb": 75.2},
                      speed_ratio=3.46)
-    return {"demo_accuracy": demo, "cpu_scaling": cpu, "converter_speed": converter}
+    task = {"stats": [0.25] + [0.5] * 11, "per_class": {}, "seconds": 0.2}
+    case = {"name": "the demo's model", "images": 50, "detections": 1200,
+            "pycocotools": {"bbox": dict(task, stats=[0.2391] + [0.5] * 11), "segm": task},
+            "faster_coco_eval": {"bbox": dict(task, stats=[0.2391] + [0.5] * 11), "segm": task},
+            "seconds": {"pycocotools": 1.234, "faster-coco-eval": 0.201},
+            "max_abs_difference": 5.5e-17, "equal_at_printed_precision": True, "speedup": 6.14}
+    coco_eval = dict(_envelope("coco_eval_speed", "python benchmarks/coco_eval_speed.py"),
+                     repeats=3, cases=[case], equal_at_printed_precision=True,
+                     versions={"pycocotools": "pycocotools 2.0.11",
+                               "faster-coco-eval": "faster-coco-eval 1.8.0"},
+                     demo_run={"last_evaluation_coco_eval_s": 1.5,
+                               "last_evaluation_inference_s": 20.0, "evaluations": 4,
+                               "run_seconds": 1000.0, "share_of_run": 0.006})
+    return {"demo_accuracy": demo, "cpu_scaling": cpu, "converter_speed": converter,
+            "coco_eval_speed": coco_eval}
 
 
 def _write(directory, records: dict) -> None:
@@ -88,12 +102,14 @@ def test_each_section_is_one_run_with_its_date_machine_and_command(tmp_path):
     sections = _sections(text)
     assert list(sections) == ["`make demo`'s accuracy",
                               "Training on CPU: the three distributions side by side",
-                              "COCO converter speed"]
+                              "COCO converter speed",
+                              "COCO evaluation: pycocotools and faster-coco-eval"]
     for section, command in zip(sections.values(), ("benchmarks/demo_accuracy.py",
                                                     "benchmarks/cpu_scaling.py --smoke",
-                                                    "benchmarks/converter_speed.py")):
+                                                    "benchmarks/converter_speed.py",
+                                                    "benchmarks/coco_eval_speed.py")):
         assert f"Measured 2026-01-02 on {MACHINE}, in 1.5 min, by `python {command}`." in section
-    demo, cpu, converter = sections.values()
+    demo, cpu, converter, coco_eval = sections.values()
     assert "| 400 | 4.0 | 0.097 | 0.176 | 0.107 | 0.189 |" in demo
     assert "| 1200 | 12.0 | 0.212 | 0.336 | 0.239 | 0.359 |" in demo
     assert "| final (printed) | – | 0.212 | 0.336 | 0.239 | 0.359 |" in demo
@@ -111,6 +127,10 @@ def test_each_section_is_one_run_with_its_date_machine_and_command(tmp_path):
     assert ("| Model Garden `create_coco_tf_record` | 9.0 s | 11.8 s | 73.8 MB |" in converter)
     assert "**3.46x**" in converter and "9.0, 9.4, 8.8 s" in converter
     assert "3 alternating runs each, the median" in converter
+    assert ("| the demo's model | 50 | 1200 | 0.250 | 0.250 | 0.239 | 0.239 | 5.5e-17 | yes "
+            "| 1.234 s | 0.201 s | 6.1x |") in coco_eval
+    assert "pycocotools 2.0.11 (the reference) and faster-coco-eval 1.8.0" in coco_eval
+    assert "about 0.6% of its 16.7 min" in coco_eval
 
 
 def test_a_run_without_ap_shows_no_ap_rows(tmp_path):

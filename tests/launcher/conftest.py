@@ -11,7 +11,7 @@ import boto3
 import pytest
 from maskrcnn_contract import job_io, ssm
 
-from tests.launcher.fake_aws import FakeAws
+from tests.launcher.fake_aws import FakeAws, model_archive
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
@@ -134,9 +134,11 @@ def _seed(aws: FakeAws) -> dict:
 def fake_aws(tmp_path_factory):
     aws = FakeAws(REGION).start()
     saved = dict(os.environ)
-    # The launcher copies TensorBoard's summaries below this folder, not the user's home.
+    # The launcher copies TensorBoard's summaries and fetches reports below these folders, not
+    # the user's home.
     environment = dict(_environment(aws.endpoint),
-                       MASKRCNN_TENSORBOARD_DIR=str(tmp_path_factory.mktemp("tensorboard")))
+                       MASKRCNN_TENSORBOARD_DIR=str(tmp_path_factory.mktemp("tensorboard")),
+                       MASKRCNN_REPORTS_DIR=str(tmp_path_factory.mktemp("reports")))
     os.environ.update(environment)
     aws.parameters = _seed(aws)
     aws.vpc_id = aws.client("ec2").describe_subnets(
@@ -212,9 +214,11 @@ def deployment(fake_aws):
 
 
 def completed_training_job(fake_aws, run: str = "serve", with_model: bool = True,
-                           hyperparameters: dict = None, environment: dict = None) -> str:
+                           hyperparameters: dict = None, environment: dict = None,
+                           with_report: bool = True) -> str:
     """A training job of the deployment that moto reports Completed at once, with its
-    model.tar.gz in the bucket (unless `with_model` is False). Returns its name."""
+    model.tar.gz in the bucket (unless `with_model` is False; the evaluation report beside the
+    model unless `with_report` is False: fake_aws.model_archive). Returns its name."""
     import uuid
 
     name = f"{JOB_PREFIX}-{run}-{uuid.uuid4().hex[:6]}-20260101120000"
@@ -229,8 +233,12 @@ def completed_training_job(fake_aws, run: str = "serve", with_model: bool = True
         ResourceConfig={"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1,
                         "VolumeSizeInGB": 200},
         StoppingCondition={"MaxRuntimeInSeconds": 3600})
+    # The fake job has written its model.tar.gz (fake_aws.py): replaced, or removed.
     if with_model:
-        fake_aws.client("s3").put_object(Bucket=BUCKET, Key=model_key(name), Body=b"model.tar.gz")
+        fake_aws.client("s3").put_object(Bucket=BUCKET, Key=model_key(name),
+                                         Body=model_archive(report=with_report))
+    else:
+        fake_aws.client("s3").delete_object(Bucket=BUCKET, Key=model_key(name))
     return name
 
 

@@ -3,7 +3,8 @@
   when it stores a job, so reading it back would not show what the launcher sent);
 - play the part of the job itself: a training job writes metric lines to its CloudWatch log
   stream and, as SageMaker uploads them, a TensorBoard event file of its loss below its
-  TensorBoardOutputConfig's S3 path; the staging job writes the dataset's files into the data
+  TensorBoardOutputConfig's S3 path and its model.tar.gz (`model_archive`: the evaluation
+  report beside the model); the staging job writes the dataset's files into the data
   prefix and the backbone checkpoint into the pretrained prefix;
 - answer fsx:DescribeDataRepositoryAssociations, which moto lacks, from a table;
 - record the serving requests as sent (CreateModel, CreateEndpointConfig, CreateEndpoint,
@@ -19,6 +20,7 @@ import io
 import logging
 import json
 import re
+import tarfile
 import threading
 import time
 from typing import Dict, List, Tuple
@@ -29,7 +31,7 @@ from moto.sagemaker.models import sagemaker_backends
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import make_server
 
-from maskrcnn_contract import job_io
+from maskrcnn_contract import evaluation_report, job_io
 from maskrcnn_contract import metrics as job_metrics
 
 # One line per request would bury the test output.
@@ -65,6 +67,55 @@ TRAINING_LOG = [
     job_metrics.format_line("eval/bbox_AP50", 0.59),
     job_metrics.format_line("eval/segm_AP", 0.339),
 ]
+
+
+
+def _task_report(ap: float) -> dict:
+    """One task's part of a report (docs/evaluation.md): what the printed table reads."""
+    def best(threshold, precision, recall):
+        return {"score_threshold": threshold, "f1": 2 * precision * recall / (precision + recall),
+                "precision": precision, "recall": recall}
+
+    return {"per_class": [{"id": 1, "name": "person", "AP": ap, "AP50": 0.71, "instances": 12,
+                           "best_f1": best(0.62, 0.8, 0.75)},
+                          {"id": 2, "name": "bicycle", "AP": None, "AP50": None, "instances": 0,
+                           "best_f1": best(0.41, 0.5, 0.5)}],
+            "best_f1_all_classes": best(0.55, 0.7, 0.7),
+            "confusion": {"score_threshold": 0.3, "iou": 0.5,
+                          "most_confused": [{"ground_truth": "person", "predicted": "bicycle",
+                                             "count": 3, "share": 0.25}]}}
+
+
+# A report as the job writes it beside the model, with what its table reads.
+FAKE_REPORT = {"schema": evaluation_report.SCHEMA, "step": 200, "evaluator": "pycocotools 2.0.11",
+               "images": 50, "detections": 140,
+               "categories": [{"id": 1, "name": "person"}, {"id": 2, "name": "bicycle"}],
+               "tasks": {"bbox": _task_report(0.412), "segm": _task_report(0.377)}}
+# The smallest PNG (1x1, grey): the pictures' bytes only have to come back unchanged.
+FAKE_PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010800000000"
+                         "3a7e9b550000000a49444154789c6360000000020001e221bc33000000"
+                         "0049454e44ae426082")
+
+
+def model_archive(report: bool = True) -> bytes:
+    """A model.tar.gz as the job writes it: the SavedModel (1/), the endpoint's code and, with
+    `report`, the last evaluation's report beside it (code/evaluation/), the SavedModel's
+    variables after it."""
+    members = [("1/saved_model.pb", b"\0" * 4096), ("code/inference.py", b"# handler\n")]
+    if report:
+        folder = evaluation_report.MODEL_REPORT_DIR
+        members.append((f"{folder}/{evaluation_report.REPORT_FILE}",
+                        json.dumps(FAKE_REPORT).encode()))
+        members += [(f"{folder}/{name}", FAKE_PNG)
+                    for name in evaluation_report.picture_names(FAKE_REPORT).values()]
+    members.append(("1/variables/variables.data-00000-of-00001", b"\1" * 65536))
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as archive:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return out.getvalue()
 
 
 class FakeAws:
@@ -195,6 +246,9 @@ class FakeAws:
         tensorboard = params.get("TensorBoardOutputConfig")
         if tensorboard:
             self._upload_summaries(name, tensorboard["S3OutputPath"])
+        model = self.sagemaker_backend().training_jobs[name].model_artifacts["S3ModelArtifacts"]
+        bucket, _, key = model[len("s3://"):].partition("/")
+        self.client("s3").put_object(Bucket=bucket, Key=key, Body=model_archive())
         logs = self.client("logs")
         group = "/aws/sagemaker/TrainingJobs"
         try:

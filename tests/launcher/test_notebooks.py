@@ -77,6 +77,16 @@ def test_launch_notebook_sends_the_expected_request(fake_aws, source):
     assert f"dashboard https://eu-west-2.console.aws.amazon.com/cloudwatch/home?region=" \
            f"eu-west-2#dashboards:name={JOB_PREFIX}-eu-west-2" in output
     assert_tensorboard_copied(output, run, sent[0]["TrainingJobName"])
+    assert_report_shown(output, sent[0]["TrainingJobName"])
+
+
+def assert_report_shown(output: str, job: str) -> None:
+    """The last cells: the job's evaluation report from its model.tar.gz (the fake job writes
+    fake_aws.FAKE_REPORT there), its table printed and its pictures displayed."""
+    assert f"evaluation report of {job} (step 200, 50 images, 140 detections" in output
+    assert re.search(r"^person +12 +0\.377 +0\.710 +0\.412 ", output, re.M)
+    assert "most confused (masks scoring >= 0.3, IoU >= 0.5): person as bicycle 3 (25%)" in output
+    assert output.count('"image/png"') >= 4  # the pictures
 
 
 def _records(data: bytes):
@@ -227,6 +237,7 @@ def test_inference_notebook_serves_the_latest_job_draws_and_deletes(fake_aws):
     assert f"idle alarm:    {name}-idle notifies {fake_aws.parameters['notification-topic-arn']}" \
            " after 8 h without an invocation" in output
     assert f"{name}: deleted, nothing left" in output
+    assert_report_shown(output, job)
     assert fake_aws.client("cloudwatch").describe_alarms(AlarmNamePrefix=name)["MetricAlarms"] == []
     assert _endpoints(fake_aws, name) == []
 

@@ -84,6 +84,38 @@ def test_per_class_ap_is_cocoeval_restricted_to_the_class_and_their_mean_the_sum
             assert (summary if values else -1) == pytest.approx(coco_eval.stats[index])
 
 
+def _close(a, b, path=""):
+    """`a` and `b` equal, numbers within 1e-12 (a report's curves: its 5 printed decimals)."""
+    if isinstance(a, dict):
+        assert sorted(a) == sorted(b), path
+        for key in a:
+            _close(a[key], b[key], f"{path}/{key}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), path
+        for index, (x, y) in enumerate(zip(a, b)):
+            _close(x, y, f"{path}/{index}")
+    elif isinstance(a, float) and isinstance(b, float):
+        assert a == pytest.approx(b, abs=1e-12), path
+    else:
+        assert a == b, path
+
+
+def test_faster_coco_eval_gives_pycocotools_stats_and_every_per_class_figure(demo_like):
+    """The job prefers faster-coco-eval (installed with the training image and here): its 12
+    stats per task, per-class AP and recall from its arrays, PR curves, thresholds and confusion
+    matrix, i.e. the whole report, are pycocotools' (the reference) on the demo's classes."""
+    assert coco_evaluation.default_evaluator() == coco_evaluation.FASTER_COCO_EVAL
+    gt, detections = demo_like
+    built = {}
+    for evaluator in (coco_evaluation.PYCOCOTOOLS, coco_evaluation.FASTER_COCO_EVAL):
+        evaluations = _evaluate(gt, detections, evaluator)
+        names = report.category_names(evaluations["segm"].params.catIds, gt["categories"])
+        built[evaluator] = report.build(evaluations, names)
+        built[evaluator]["stats"] = {kind: [float(v) for v in e.stats]
+                                     for kind, e in evaluations.items()}
+    _close(built[coco_evaluation.PYCOCOTOOLS], built[coco_evaluation.FASTER_COCO_EVAL])
+
+
 def test_the_matching_is_cocos_at_iou_0_5(demo_like):
     """Every detection kept, each class's true positives are COCO's recall at IoU 0.5 (area all,
     100 detections): the thresholds' and the confusion matrix's matching is COCOeval's."""

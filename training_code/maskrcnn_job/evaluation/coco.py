@@ -4,9 +4,11 @@ pycocotools' COCOeval is the reference: its Python per-image loop is most of an 
 time. faster-coco-eval (PyPI `faster-coco-eval`) implements the same COCOeval in C++ and fills
 the same `eval["precision"]` [T, R, K, A, M], `eval["recall"]` and `eval["scores"]` arrays and the
 same 12 `stats`; benchmarks/coco_eval_speed.py holds both to the printed precision on the demo's
-model and measures the speed-up (docs/benchmarks.md, "COCO evaluation: pycocotools and
-faster-coco-eval"). The job uses faster-coco-eval when it is installed (the training image and
-the local environment install it), else pycocotools, and names which in the log and the report.
+model and measures the speed-up:
+docs/benchmarks.md, "COCO evaluation: pycocotools and faster-coco-eval".
+The job uses faster-coco-eval when it is installed (the training image and the local environment
+install it, training_code/image-requirements.txt), else pycocotools, and names which in the log
+and the report.
 
 Both run on the ground truth and detections loaded once by pycocotools (Model Garden's
 COCOWrapper: detections' areas are their masks'): faster-coco-eval's own COCO objects are built

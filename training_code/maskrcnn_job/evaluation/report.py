@@ -35,15 +35,10 @@ import numpy as np
 from pycocotools import mask as mask_api
 
 from maskrcnn_contract import metrics as metric_names
+# The file, its places and its table are the contract's: the launcher reads them back too.
+from maskrcnn_contract.evaluation_report import (  # noqa: F401
+    MODEL_REPORT_DIR, OUTPUT_REPORT_DIR, REPORT_FILE, SCHEMA, picture_names, read, table)
 
-SCHEMA = "maskrcnn-evaluation-report/1"
-REPORT_FILE = "report.json"
-# Where the job writes reports: under SM_OUTPUT_DATA_DIR (uploaded with the job's output.tar.gz)
-# one step-<N>/ per evaluation; the last one under SM_MODEL_DIR (model.tar.gz), beside the
-# endpoint's code: the serving container reads only code/inference.py, code/requirements.txt and
-# code/lib/ there, and serves only <digits>/ SavedModels (docs/aws-rules.md EP-2).
-OUTPUT_REPORT_DIR = "evaluation"
-MODEL_REPORT_DIR = os.path.join("code", "evaluation")
 TASKS = ("bbox", "segm")
 TASK_NAMES = {"bbox": "box", "segm": "mask"}
 MATCH_IOU = 0.5        # the confusion matrix's and the thresholds' matching
@@ -74,7 +69,8 @@ def category_names(category_ids: Sequence[int], dataset_categories: Optional[Seq
     # One mapping for all ids: by id when it names every one, else by source id if that does.
     table = by_id if set(ids) <= set(by_id) or not set(ids) <= set(by_source) else by_source
     for category_id in ids:
-        names[category_id] = table.get(category_id) or from_file.get(category_id) or str(category_id)
+        names[category_id] = (table.get(category_id) or from_file.get(category_id)
+                              or str(category_id))
     return names
 
 
@@ -376,15 +372,6 @@ def worst_class_metrics(report: Dict) -> Dict[str, float]:
     return values
 
 
-def picture_names(report: Dict) -> Dict[str, str]:
-    """{kind: file name} of the pictures written beside report.json."""
-    names = {}
-    for task in report["tasks"]:
-        names[f"{task}_pr_curves"] = f"{task}_pr_curves.png"
-        names[f"{task}_confusion_matrix"] = f"{task}_confusion_matrix.png"
-    return names
-
-
 def write(report: Dict, out_dir: str, pictures: bool = True) -> Dict[str, str]:
     """report.json and (pictures) the PNGs into `out_dir`, replaced whole; returns {kind: path}."""
     temporary = out_dir.rstrip("/") + ".incomplete"
@@ -411,58 +398,14 @@ def write(report: Dict, out_dir: str, pictures: bool = True) -> Dict[str, str]:
     return {kind: os.path.join(out_dir, name) for kind, name in files.items()}
 
 
-def read(path: str) -> Dict:
-    """A report.json, or the directory holding one; refuses another schema."""
-    if os.path.isdir(path):
-        path = os.path.join(path, REPORT_FILE)
-    with open(path, encoding="utf-8") as f:
-        report = json.load(f)
-    if report.get("schema") != SCHEMA:
-        raise ValueError(f"{path}: schema {report.get('schema')!r}, expected {SCHEMA!r}")
-    return report
-
-
 # --- where people look ----------------------------------------------------------------------------
-
-def _cell(value: Optional[float], fmt: str = "{:.3f}") -> str:
-    return "-" if value is None else fmt.format(value)
-
-
-def table(report: Dict) -> List[str]:
-    """The per-class table (mask and box AP, AP50; the mask threshold of best F1 with its
-    precision and recall) and the most frequent confusions, as printed lines."""
-    segm, bbox = report["tasks"].get("segm"), report["tasks"].get("bbox")
-    primary = segm or bbox
-    width = max([len("class")] + [len(c["name"]) for c in report["categories"]])
-    kind = "mask" if segm else "box"
-    lines = [f"{'class':<{width}}  inst  mask AP  AP50   box AP  AP50   best F1 ({kind}): "
-             "score  precision  recall"]
-    for k, category in enumerate(report["categories"]):
-        s = segm["per_class"][k] if segm else {}
-        b = bbox["per_class"][k] if bbox else {}
-        best = primary["per_class"][k]["best_f1"]
-        lines.append(
-            f"{category['name']:<{width}}  {primary['per_class'][k]['instances']:>4}  "
-            f"{_cell(s.get('AP')):>7}  {_cell(s.get('AP50')):>5}  {_cell(b.get('AP')):>7}  "
-            f"{_cell(b.get('AP50')):>5}   {_cell(best['score_threshold'], '{:.2f}'):>18}  "
-            f"{_cell(best['precision'], '{:.2f}'):>9}  {_cell(best['recall'], '{:.2f}'):>6}")
-    overall = primary["best_f1_all_classes"]
-    lines.append(f"{'all classes':<{width}}  {'':>4}  {'':>7}  {'':>5}  {'':>7}  {'':>5}   "
-                 f"{_cell(overall['score_threshold'], '{:.2f}'):>18}  "
-                 f"{_cell(overall['precision'], '{:.2f}'):>9}  {_cell(overall['recall'], '{:.2f}'):>6}")
-    matrix = primary["confusion"]
-    confused = ", ".join(f"{c['ground_truth']} as {c['predicted']} {c['count']} "
-                         f"({c['share']:.0%})" for c in matrix["most_confused"]) or "none"
-    lines.append(f"most confused ({kind}s scoring >= {matrix['score_threshold']:g}, "
-                 f"IoU >= {matrix['iou']:g}): {confused}")
-    return lines
-
 
 def _tag(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.\-/]", "_", name)
 
 
-def write_summaries(writer, step: int, report: Dict, files: Optional[Dict[str, str]] = None) -> None:
+def write_summaries(writer, step: int, report: Dict,
+                    files: Optional[Dict[str, str]] = None) -> None:
     """TensorBoard: each class's AP and AP50 per task (eval_per_class/<task>_AP/<class>), the
     best-F1 thresholds, and the pictures as images."""
     if writer is None:
