@@ -1,0 +1,95 @@
+"""A hung rank fails its job (issue 28): on 2 emulated hosts under the real SageMaker toolkit, the
+process of one rank is stopped (SIGSTOP: it can write nothing any more) after a few steps, and the
+job ends within the stall budget plus a measured bound, with a failure reason that names the rank,
+its host and the phase. The same run is the healthy half: with a 15 s step budget it goes through
+start-up, the first step (which traces the graph: longer than 15 s here) and an evaluation before
+the stop, on the slow phases' budget. The watchdog's logic: test_watchdog.py."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from tests.training.playback import TINY
+from tests.training.test_job import _opt_ml, measured
+from tests.training.test_strategies import _descendants
+
+STEP_BUDGET_MINUTES = 0.25
+# From the stop to the job's end, beyond the step budget: the watchdog's check period (a tenth of
+# the budget), the failure report, mpirun's abort and the hosts' teardown. Measured: 8.4 s (23.4 s
+# from the stop to the end, 2 CPU cores shared with other test runs).
+END_AFTER_BUDGET_SECONDS = 30
+
+
+def _process_with(root: int, variable: str) -> int:
+    """The one training process below `root` whose environment holds `variable` (NAME=VALUE)."""
+    matches = []
+    for pid in _descendants(root):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                environment = f.read().split(b"\0")
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                command = f.read()
+        except OSError:
+            continue
+        if variable.encode() in environment and b"train.py" in command:
+            matches.append(pid)
+    assert len(matches) == 1, f"processes with {variable} below {root}: {matches}"
+    return matches[0]
+
+
+def _run_and_stop(work_dir, args, variable, when_line_matches, timeout=420):
+    """A local run in which the process with `variable` is stopped (SIGSTOP) once a line matching
+    `when_line_matches` is out. Returns (exit status, output, {line pattern: first time seen},
+    stop time, end time)."""
+    command = [sys.executable, "-m", "maskrcnn_local.local_run", "--work-dir", str(work_dir),
+               *TINY, *args, "--timeout", str(timeout - 30)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, bufsize=1)
+    killer = threading.Timer(timeout, process.kill)
+    killer.start()
+    lines, stopped_at, seen = [], None, {}
+    try:
+        for line in process.stdout:
+            lines.append(line)
+            for pattern in (r"training steps 1\.\.", r"step 5/", r"evaluation at step \d+ took"):
+                if pattern not in seen and re.search(pattern, line):
+                    seen[pattern] = time.time()
+            if stopped_at is None and re.search(when_line_matches, line):
+                os.kill(_process_with(process.pid, variable), signal.SIGSTOP)
+                stopped_at = time.time()
+        status = process.wait()
+    finally:
+        killer.cancel()
+    return status, "".join(lines), seen, stopped_at, time.time()
+
+
+def test_a_stopped_horovod_rank_fails_the_job_naming_the_stall(tmp_path):
+    # 4 steps an epoch (16 images, 2 ranks x 2): evaluations at steps 8 and 16, a checkpoint at
+    # step 10; rank 1 (on algo-2) is stopped once step 15 is logged, and rank 0 then waits in step
+    # 16's allreduce.
+    status, output, seen, stopped_at, ended_at = _run_and_stop(
+        tmp_path, ["--hosts", "2", "--hp", "max_steps=60", "--hp", "eval_every_epochs=2",
+                   "--hp", f"stall_timeout_minutes={STEP_BUDGET_MINUTES}",
+                   "--hp", "stall_timeout_slow_phases_minutes=5"],
+        "OMPI_COMM_WORLD_RANK=1", r"^\[algo-1\] .*:step 15/60 ")
+    assert stopped_at is not None, output[-5000:]
+    assert status != 0
+    # The healthy half: the first steps and the evaluation took longer than the step budget.
+    measured("horovod: start of the loop to step 5 logged, the first step's tracing included (s)",
+             seen[r"step 5/"] - seen[r"training steps 1\.\."])
+    evaluation_s, = (float(s) for s in re.findall(r"evaluation at step 8 took (\d+) s", output))
+    measured("horovod: evaluation at step 8 (s)", evaluation_s)
+    assert "step 20/60" not in output
+    # The stall: rank 0, waiting, reports it; its first line is the job's failure reason.
+    reason = output.split("failure (job failure reason):\n", 1)[1]
+    first = reason.splitlines()[0]
+    assert re.fullmatch(r"rank 0 on algo-1 stalled: no progress for 0\.2\d min in phase train "
+                        r"\(last finished step 15\)", first), reason[:1500]
+    assert (_opt_ml(tmp_path, "algo-1") / "output" / "failure").read_text().startswith(first)
+    assert "every thread's stack:" in output
+    seconds = measured("horovod: rank stopped to the job's end (s)", ended_at - stopped_at)
+    assert seconds < STEP_BUDGET_MINUTES * 60 + END_AFTER_BUDGET_SECONDS
