@@ -15,19 +15,25 @@ strategies).
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
 import time
+from typing import Dict, List
 
 import pytest
 
 from tests.training import playback
-from tests.training.test_job import (FAILING_TRAIN, TINY, _files, _fingerprints, _local_run,
-                                     _losses, _opt_ml)
+from tests.training.test_job import (FAILING_TRAIN, TINY, _assert_exports_the_trained_weights,
+                                     _exported_and_checkpointed, _files, _fingerprints,
+                                     _local_run, _losses, _opt_ml, assert_the_loss_falls,
+                                     measured)
 
-# A failure must end the job within this many seconds (issue 9).
-FAILURE_DEADLINE_SECONDS = 60
+# Measured 2026-11-24 on this 2-core machine, loaded (test_job.py's FAILURE_TO_END_SECONDS):
+# from a worker's failure to the job's end 3.6 s (MultiWorkerMirroredStrategy), from a parameter
+# server's kill to the job's end 4.1 s.
+FAILURE_TO_END_SECONDS = {"multi_worker_mirrored": 30, "parameter_server": 30}
 
 
 def _steps(output):
@@ -43,13 +49,50 @@ def _resume_with_a_failure(work, distribution, max_steps, inject):
     return run
 
 
-def _kill_task(pattern: str) -> int:
-    """SIGKILL the processes whose command line matches (tasks carry --tf_task=TYPE:INDEX)."""
-    return subprocess.run(["pkill", "-KILL", "-f", pattern]).returncode
+def _descendants(root: int) -> List[int]:
+    """The processes below `root`, from /proc (seen from here, an emulated host's processes have
+    this namespace's ids too, and a host's first process is the child of its `unshare`)."""
+    children: Dict[int, List[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as f:
+                # pid (comm) state ppid ...: comm may hold spaces and parentheses.
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        children.setdefault(parent, []).append(int(entry))
+    found, pending = [], [root]
+    while pending:
+        for child in children.get(pending.pop(), []):
+            found.append(child)
+            pending.append(child)
+    return found
 
 
-def _run_and_kill(work_dir, args, kill_pattern, when_line_matches, timeout=900):
-    """A local run during which the task matching `kill_pattern` is killed once a line matching
+def _kill_task(root: int, task: str) -> int:
+    """SIGKILLs the one process below `root` (this run's: the test process for a playback, the
+    local run's process otherwise) that runs `task` (the job's tasks carry --tf_task=TYPE:INDEX
+    in their arguments), and no other process; returns its id. Another run on this machine,
+    even of the same job, is not below `root`."""
+    argument = f"--tf_task={task}".encode()
+    matches = []
+    for pid in _descendants(root):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                arguments = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argument in arguments:
+            matches.append(pid)
+    assert len(matches) == 1, f"processes of task {task} below {root}: {matches}"
+    os.kill(matches[0], signal.SIGKILL)
+    return matches[0]
+
+
+def _run_and_kill(work_dir, args, task, when_line_matches, timeout=900):
+    """A local run during which its task `task` (TYPE:INDEX) is killed once a line matching
     `when_line_matches` appears. Returns (exit status, output, kill time or None, end time)."""
     command = [sys.executable, "-m", "maskrcnn_local.local_run", "--work-dir", str(work_dir),
                *TINY, *args, "--timeout", str(timeout - 30)]
@@ -62,7 +105,7 @@ def _run_and_kill(work_dir, args, kill_pattern, when_line_matches, timeout=900):
         for line in process.stdout:
             lines.append(line)
             if killed_at is None and re.search(when_line_matches, line):
-                assert _kill_task(kill_pattern) == 0, f"no process matched {kill_pattern}"
+                _kill_task(process.pid, task)
                 killed_at = time.time()
         status = process.wait()
     finally:
@@ -79,7 +122,9 @@ def mirrored(tmp_path_factory, launcher_deployment):
     assert first.played.succeeded, first.stdout[-5000:]
     snapshot = {host: (_files(_opt_ml(work, host) / "checkpoints"),
                        _files(_opt_ml(work, host) / "model")) for host in ("algo-1", "algo-2")}
-    return {"work": work, "first": first, "snapshot": snapshot}
+    weights = _exported_and_checkpointed(first.played.model_dir,
+                                         _opt_ml(work, "algo-1") / "checkpoints", 20, 10)
+    return {"work": work, "first": first, "snapshot": snapshot, "weights": weights}
 
 
 def test_mirrored_the_toolkit_wrote_tf_config_and_the_loss_falls(mirrored):
@@ -88,7 +133,8 @@ def test_mirrored_the_toolkit_wrote_tf_config_and_the_loss_falls(mirrored):
     assert "multi_worker_mirrored: 2 replica(s) per step on 2 host(s)" in output
     assert "mpirun" not in output
     losses = _losses(output)
-    assert len(losses) == 4 and losses[-1] < losses[0]
+    assert len(losses) == 4
+    assert_the_loss_falls("multi_worker_mirrored", losses)
 
 
 def test_mirrored_replicas_end_identical_and_evaluate(mirrored):
@@ -110,6 +156,8 @@ def test_mirrored_checkpoints_and_exports_only_the_chiefs_copy(mirrored):
     # /opt/ml/model: SageMaker aggregates every host's (docs/aws-rules.md SM-10).
     assert model_1 == ["1", "code"] and model_2 == []
     assert sorted(os.listdir(mirrored["first"].played.model_dir)) == ["1", "code"]
+    # The chief's copy is the trained one: the export holds ckpt-20's values (not ckpt-10's).
+    _assert_exports_the_trained_weights(mirrored["weights"])
 
 
 def test_mirrored_the_efs_channel_is_the_file_systems_directory(mirrored):
@@ -126,7 +174,9 @@ def test_mirrored_resumes_and_a_failing_worker_fails_the_job_fast(mirrored):
     assert re.search(r"failure \(job failure reason\):\n.*worker 1 on algo-2: RuntimeError: "
                      r"injected failure at step 23", run.stdout), run.stdout[-3000:]
     failed_at = (_opt_ml(work, "algo-2") / "output" / "failure").stat().st_mtime
-    assert run.finished_at - failed_at < FAILURE_DEADLINE_SECONDS
+    seconds = measured("multi_worker_mirrored: failure to the job's end (s)",
+                       run.finished_at - failed_at)
+    assert seconds < FAILURE_TO_END_SECONDS["multi_worker_mirrored"]
 
 
 @pytest.fixture(scope="module")
@@ -135,18 +185,24 @@ def parameter_servers(tmp_path_factory, launcher_deployment):
     killed = {}
 
     def kill_once(line):
-        # The worker on algo-2 is killed once the first progress line is out.
+        # The worker on algo-2 is killed once the first progress line is out. The hosts are
+        # this process's children (the playback runs them from here).
         if not killed and re.search(r"^\[algo-1\] step 5/40", line):
-            killed["status"], killed["at"] = _kill_task("tf_task=worker:1"), time.time()
+            try:
+                killed["pid"], killed["at"] = _kill_task(os.getpid(), "worker:1"), time.time()
+            except AssertionError as error:  # raised in the hosts' output reader: kept for below
+                killed["error"] = str(error)
 
     first = playback.play_training(launcher_deployment, work, "parameter_server", "fsx",
                                    max_steps=40, on_line=kill_once)
     assert first.played.succeeded, first.stdout[-6000:]
-    assert killed.get("status") == 0, f"no process matched tf_task=worker:1: {killed}"
+    assert "pid" in killed, f"worker:1 was not killed: {killed}"
     snapshot = {host: (_files(_opt_ml(work, host) / "checkpoints"),
                        _files(_opt_ml(work, host) / "model")) for host in ("algo-1", "algo-2")}
+    weights = _exported_and_checkpointed(first.played.model_dir,
+                                         _opt_ml(work, "algo-1") / "checkpoints", 40, 30)
     return {"work": work, "first": first.stdout, "killed_at": killed["at"], "snapshot": snapshot,
-            "run": first}
+            "run": first, "weights": weights}
 
 
 def test_parameter_servers_finish_after_losing_a_worker(parameter_servers):
@@ -154,8 +210,7 @@ def test_parameter_servers_finish_after_losing_a_worker(parameter_servers):
     assert parameter_servers["killed_at"] is not None
     assert "worker worker:1 on algo-2 was killed by signal SIGKILL; restarting it (1/3)" in output
     assert _steps(output)[-1] >= 40
-    losses = _losses(output)
-    assert losses[-1] < losses[0]
+    assert_the_loss_falls("parameter_server", _losses(output))
     assert "algo-1: exit status 0" in output and "algo-2: exit status 0" in output
 
 
@@ -165,8 +220,16 @@ def test_parameter_servers_chief_trains_on_the_jobs_own_cluster(parameter_server
     assert "Running distributed training job with parameter servers" not in output
     assert "algo-1: started chief:0" in output and "algo-2: started ps:1" in output
     assert "parameter_server: 1 replica(s) per step on 2 host(s)" in output
-    assert len(_fingerprints(output)) == 1  # one copy of the variables, on the PS tasks
     assert "evaluated 8 images" in output
+
+
+def test_parameter_servers_export_the_values_the_ps_tasks_trained(parameter_servers):
+    """The chief's one fingerprint says nothing (one copy of the variables, by construction):
+    what could differ is what it exported. Its SavedModel holds exactly ckpt-40's values (read
+    from the PS tasks through the chief at the end), and those moved since ckpt-30: a stale or
+    unrefreshed inference copy, or values that never left the PS tasks, fail it."""
+    assert len(_fingerprints(parameter_servers["first"])) == 1
+    _assert_exports_the_trained_weights(parameter_servers["weights"])
 
 
 def test_parameter_servers_checkpoint_on_the_chief_and_export(parameter_servers):
@@ -191,9 +254,11 @@ def test_parameter_servers_resume_and_a_lost_ps_ends_the_job_fast(parameter_serv
     status, output, killed_at, ended_at = _run_and_kill(
         work, ["--distribution", "parameter_server", "--hosts", "2", "--hp", "max_steps=200",
                "--resume"],
-        "tf_task=ps:1", r"^\[algo-1\] step \d+/200")
+        "ps:1", r"^\[algo-1\] step \d+/200")
     assert re.search(r"resumed from /opt/ml/checkpoints/ckpt-4\d at step 4\d", output), \
         output[-3000:]
     assert status != 0
-    assert killed_at is not None and ended_at - killed_at < FAILURE_DEADLINE_SECONDS
+    assert killed_at is not None
+    seconds = measured("parameter_server: PS killed to the job's end (s)", ended_at - killed_at)
+    assert seconds < FAILURE_TO_END_SECONDS["parameter_server"]
     assert "parameter server ps:1 on algo-2 was killed by signal SIGKILL" in output
