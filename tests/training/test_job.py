@@ -62,9 +62,9 @@ def _noise(run, shown=()):
 FAILURE_TO_END_SECONDS = {"one host": 30, "2 hosts": 30}
 # The loss fell by 25% and 29% (Horovod, two runs), 33% (MultiWorkerMirroredStrategy) and 35%
 # (parameter servers) from the first logged window to the last over the 20-40 steps of these runs;
-# a bound of less than half of the least leaves room for the runs' nondeterministic reductions,
-# and a job that does not learn (no or a wrong update) stays far below it.
-MIN_LOSS_DROP = {"horovod": 0.12, "multi_worker_mirrored": 0.12, "parameter_server": 0.12}
+# the same Horovod run at a learning rate 100 times too low (base_learning_rate=0.0001) fell by
+# 13%: the bound lies between, a job whose updates are far too small fails it.
+MIN_LOSS_DROP = {"horovod": 0.18, "multi_worker_mirrored": 0.18, "parameter_server": 0.18}
 
 
 def measured(name: str, value: float) -> float:
