@@ -28,8 +28,8 @@ INFERENCE_IMAGES = {
     processor: (f"763104351884.dkr.ecr.{REGION}.amazonaws.com/tensorflow-inference:"
                 f"2.18.0-{processor}-py310-{'cu122-' if processor == 'gpu' else ''}ubuntu20.04-sagemaker")
     for processor in ("gpu", "cpu")}
-# The bucket prefixes a deployment copies to EFS and links to FSx: dataset, pretrained backbone.
-INPUT_PREFIXES = ("datasets/coco2017/", "pretrained/")
+# The bucket prefixes a deployment copies to EFS and links to FSx: every dataset, the backbones.
+INPUT_PREFIXES = ("datasets/", "pretrained/")
 
 
 def _environment(endpoint: str) -> dict:
@@ -89,7 +89,8 @@ def _seed(aws: FakeAws) -> dict:
         "region": REGION,
         "job-name-prefix": JOB_PREFIX,
         "data-bucket": BUCKET,
-        "data-prefix": "datasets/coco2017/",
+        "datasets-prefix": "datasets/",
+        "imports-prefix": "imports/",
         "pretrained-prefix": "pretrained/",
         "output-prefix": "jobs/",
         "checkpoint-prefix": "checkpoints/",
@@ -97,11 +98,11 @@ def _seed(aws: FakeAws) -> dict:
         "internet-egress": "true",
         "kms-key-arn": key,
         "efs-id": efs_id,
-        "efs-data-path": "/datasets/coco2017",
+        "efs-datasets-path": "/datasets",
         "efs-pretrained-path": "/pretrained",
         "fsx-id": fsx_id,
         "fsx-mount-name": FSX_MOUNT_NAME,
-        "fsx-data-path": f"/{FSX_MOUNT_NAME}/datasets/coco2017",
+        "fsx-datasets-path": f"/{FSX_MOUNT_NAME}/datasets",
         "fsx-pretrained-path": f"/{FSX_MOUNT_NAME}/pretrained",
         "datasync-task-arns": ",".join(tasks),
         "subnet-ids": ",".join(subnets),

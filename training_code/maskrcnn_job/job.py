@@ -128,6 +128,13 @@ def build_trainer(env: sagemaker_env.JobEnvironment, hps: hyperparameters.Hyperp
     channel = layout.Channel(env.channel(job_io.TRAIN_CHANNEL))
     pretrained = env.optional_channel(job_io.PRETRAINED_CHANNEL)
     hyperparameters.check_pretrained_channel(hps, has_pretrained=pretrained is not None)
+    # The contract names fine-tuning's inputs; this job does not apply them yet (issue 26): it
+    # fails rather than train from other weights than the launch asked for.
+    if env.optional_channel(job_io.INIT_CHANNEL) is not None or hps.freeze_backbone:
+        raise sagemaker_env.ContractError(
+            f"fine-tuning (the {job_io.INIT_CHANNEL!r} channel, freeze_backbone=true) is not "
+            "implemented by this version of the job: launch without --init-from / init_from and "
+            "with freeze_backbone=false")
     info = channel.read_info()
 
     import tensorflow as tf  # only after the cheap checks: a bad input fails in a second
