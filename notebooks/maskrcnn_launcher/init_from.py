@@ -40,10 +40,11 @@ def _refuse(problem: str) -> LaunchRequestError:
 
 def _job_checkpoints(sagemaker_client, deployment: Deployment, name: str) -> str:
     """The checkpoint S3 URI of the training job `name` of this deployment."""
-    from maskrcnn_launcher.deploy import describe_job
+    from maskrcnn_launcher.deploy import _is_staging_job, describe_job
 
     job = describe_job(sagemaker_client, deployment, name, _refuse)
-    if (job.get("Environment") or {}).get(job_io.PROGRAM_ENV) == job_io.STAGING_PROGRAM:
+    # Known by its name as well: a DescribeTrainingJob answer need not carry the Environment.
+    if _is_staging_job(deployment, name, job):
         raise _refuse(f"{name!r} is a staging job: it trains no model")
     uri = (job.get("CheckpointConfig") or {}).get("S3Uri")
     if not uri:
@@ -107,8 +108,9 @@ def describe(source: InitSource, dataset: str, dataset_categories: Optional[List
     same = [(c.get("name"), c.get("source_id", c.get("id"))) for c in theirs] == \
         [(c.get("name"), c.get("source_id", c.get("id"))) for c in dataset_categories]
     if same:
-        return line + f"; {dataset} has the same classes, so the class-specific layers are kept"
-    return (line + f"; {dataset} has {len(dataset_categories)} other classes "
+        return line + (f"; dataset {dataset!r} has the same classes, so the class-specific "
+                       "layers are kept")
+    return (line + f"; dataset {dataset!r} has {len(dataset_categories)} other classes "
             f"({', '.join(class_names(dataset_categories)[:10])}"
             f"{' ...' if len(dataset_categories) > 10 else ''}), so the classifier, the "
             "class-specific box regression and the mask predictor are re-initialized")

@@ -213,14 +213,19 @@ def deployment(fake_aws):
 
 
 def completed_training_job(fake_aws, run: str = "serve", with_model: bool = True,
-                           hyperparameters: dict = None, environment: dict = None) -> str:
+                           hyperparameters: dict = None, environment: dict = None,
+                           checkpoint_s3_uri: str = None) -> str:
     """A training job of the deployment that moto reports Completed at once, with its
-    model.tar.gz in the bucket (unless `with_model` is False). Returns its name."""
+    model.tar.gz in the bucket (unless `with_model` is False) and, given `checkpoint_s3_uri`, the
+    CheckpointConfig a launch sends. Returns its name."""
     import uuid
 
     name = f"{JOB_PREFIX}-{run}-{uuid.uuid4().hex[:6]}-20260101120000"
     params = fake_aws.parameters
-    fake_aws.client("sagemaker").create_training_job(
+    extra = {"CheckpointConfig": {"S3Uri": checkpoint_s3_uri,
+                                  "LocalPath": job_io.CHECKPOINT_LOCAL_PATH}} \
+        if checkpoint_s3_uri else {}
+    fake_aws.client("sagemaker").create_training_job(**extra,
         TrainingJobName=name, RoleArn=params["training-role-arn"],
         AlgorithmSpecification={"TrainingImage": params["training-image-uri"],
                                 "TrainingInputMode": "File"},
