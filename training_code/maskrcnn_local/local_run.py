@@ -113,6 +113,10 @@ def parse_args(argv=None):
                         "Studio's COCO, one annotations file with its images, COCO 2017's layout, "
                         "or a .zip of one), converted as the staging job converts it; without "
                         "it, the synthetic set")
+    parser.add_argument("--init-from", metavar="DIR",
+                        help="fine-tune from a previous local run: its checkpoint directory "
+                        "(<work dir>/opt_ml/checkpoints) or its model directory beside it; "
+                        "the latest checkpoint and its run_info.json become the init channel")
     parser.add_argument("--val-fraction", type=float, default=0.2,
                         help="--dataset with one annotations file: the share of images for val")
     parser.add_argument("--split-seed", type=int, default=0, help="the seed of that split (0)")
@@ -158,6 +162,12 @@ def parse_args(argv=None):
     if args.dataset is not None and not os.path.exists(args.dataset):
         parser.error(f"--dataset {args.dataset!r} does not exist: expected a COCO export's "
                      "directory or .zip")
+    if args.init_from is not None:
+        if args.hosts > 1:
+            parser.error("--init-from: one host only (the emulated hosts get the train channel)")
+        if _init_checkpoint_dir(args.init_from) is None:
+            parser.error(f"--init-from {args.init_from!r}: no checkpoint (ckpt-N.index) in it or "
+                         "in the checkpoints directory beside it")
     if not 0.0 < args.val_fraction < 1.0:
         parser.error(f"--val-fraction {args.val_fraction}: expected a number between 0 and 1")
     return args
@@ -260,12 +270,39 @@ def _prepare_dataset(args, work_dir: str, channel: str) -> None:
     print(f"dataset: generated and converted in {time.time() - started:.0f} s -> {channel}")
 
 
+def _init_checkpoint_dir(path: str):
+    """A local run's checkpoint directory: `path`, or the checkpoints beside its model dir."""
+    for directory in (path, os.path.join(os.path.dirname(os.path.abspath(path)), "checkpoints")):
+        if glob.glob(os.path.join(directory, "ckpt-*.index")):
+            return directory
+    return None
+
+
+def _copy_init_channel(source: str, channel: str) -> None:
+    """The latest checkpoint of `source` and its run_info.json, copied (the next run of the same
+    work directory clears its checkpoints) into the init channel."""
+    from maskrcnn_job.training.trainer import checkpoints_newest_first
+
+    latest = checkpoints_newest_first(source)[0]
+    shutil.rmtree(channel, ignore_errors=True)
+    os.makedirs(channel)
+    for path in glob.glob(latest + ".*") + [os.path.join(source, job_io.RUN_INFO)]:
+        if os.path.isfile(path):
+            shutil.copy(path, channel)
+    print(f"init: {latest} -> {channel}")
+
+
 def prepare_layout(args, work_dir: str) -> dict:
     """The one host's /opt/ml tree; returns the SM_* environment its ranks get."""
     hps = _hyperparameters(args)
     train = job_io.TRAIN_CHANNEL
     opt_ml = os.path.join(work_dir, "opt_ml")
     config = os.path.join(opt_ml, "input", "config")
+    init = os.path.join(opt_ml, "input", "data", job_io.INIT_CHANNEL)
+    if args.init_from:
+        _copy_init_channel(_init_checkpoint_dir(args.init_from), init)
+    else:
+        shutil.rmtree(init, ignore_errors=True)
     for sub in ("model", "output") + (() if args.resume else ("checkpoints",)):
         shutil.rmtree(os.path.join(opt_ml, sub), ignore_errors=True)
     for sub in ("model", "output/data", "checkpoints"):
@@ -274,7 +311,8 @@ def prepare_layout(args, work_dir: str) -> dict:
     _write_json(os.path.join(config, "resourceconfig.json"), {
         "current_host": "algo-1", "hosts": ["algo-1"], "network_interface_name": "lo"})
     _write_json(os.path.join(config, "inputdataconfig.json"), {
-        train: {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated"}})
+        name: {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated"}
+        for name in [train] + ([job_io.INIT_CHANNEL] if args.init_from else [])})
     channel = os.path.join(opt_ml, "input", "data", train)
     _prepare_dataset(args, work_dir, channel)
     return {
