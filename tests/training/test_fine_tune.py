@@ -108,6 +108,12 @@ def test_restores_every_variable_of_the_same_shape_and_reinitializes_the_class_l
     assert len(done["reinitialized"]) == 2 * len(CLASS_SPECIFIC)  # kernel and bias each
     assert done["not_in_checkpoint"] == []
     assert len(done["restored"]) + len(done["reinitialized"]) == len(model.variables)
+    # freeze_backbone=true: the backbone's weights are no longer trained.
+    init_from_checkpoint.freeze_backbone(model)
+    trainable = {v.ref() for v in model.trainable_variables}
+    assert model.backbone.variables and not any(v.ref() in trainable
+                                                for v in model.backbone.variables)
+    assert trainable, "the FPN and the heads still train"
 
 
 def tf_keras_sync_batch_norm():
@@ -126,9 +132,10 @@ def test_the_job_logs_what_it_restored_and_trains(runs):
     losses = [float(v) for v in re.findall(r"^step \d+/16 .* loss (\S+) ", runs["tuned"].stdout,
                                            re.M)]
     assert len(losses) == 8, output[-2000:]
-    # Calibrated: the mean of the last two logged losses was 0.70 times the first two's (4.02 ->
-    # 2.81) on a 2-core machine; the re-initialized heads learn the new classes.
-    assert sum(losses[-2:]) < 0.85 * sum(losses[:2]), losses
+    # The re-initialized heads learn the new classes. Calibrated on a 2-core machine: the mean of
+    # the last four logged losses was 0.71 and 0.77 times the first two's (4.02 -> 2.86, 3.31 ->
+    # 2.55; a batch of 2 makes single values noisy).
+    assert sum(losses[-4:]) / 4 < 0.85 * sum(losses[:2]) / 2, losses
     # The fine-tuned model records what it trained, for the next fine-tune.
     info = json.loads((runs["model"] / "code" / job_io.RUN_INFO).read_text())
     assert [c["name"] for c in info["categories"]] == ["bolt", "nut", "washer"]
@@ -142,7 +149,10 @@ def test_predict_and_the_endpoint_handler_answer_with_the_new_class_names(runs):
 
     model_dir = runs["model"]
     categories = json.loads((model_dir / "code" / "categories.json").read_text())
-    assert [c["name"] for c in categories] == ["bolt", "nut", "washer"]
+    # The model's classes 1..3, each with the export's own id.
+    assert categories == [{"id": i + 1, "name": c["name"], "source_id": c["id"]}
+                          for i, c in enumerate(EXPORT_CATEGORIES)]
+    export_ids = {c["id"]: c["name"] for c in EXPORT_CATEGORIES}
     predictor = predict.Predictor(str(model_dir / "1"), categories, 0.0)
     answers = {}
     for image in sorted(glob.glob(str(runs["base"] / "export" / "images" / "*.jpg"))):
@@ -153,12 +163,13 @@ def test_predict_and_the_endpoint_handler_answer_with_the_new_class_names(runs):
     # when calibrated): the one with the most is served below.
     encoded = max(answers, key=lambda image: len(answers[image]))
     assert answers[encoded]
-    assert {d["category_name"] for found in answers.values() for d in found} \
-        <= {"bolt", "nut", "washer"}
+    # The answers carry the export's ids and names.
+    for found in answers.values():
+        assert all(export_ids[d["category_id"]] == d["category_name"] for d in found), found
     body, _ = _serve_as_the_container_would(model_dir, tf.saved_model.load(str(model_dir / "1")),
                                             encoded, "image/jpeg", "score_threshold=0")
     served = json.loads(body)["detections"]
-    assert served and {d["category_name"] for d in served} <= {"bolt", "nut", "washer"}
+    assert served and all(export_ids[d["category_id"]] == d["category_name"] for d in served)
     assert os.path.isfile(model_dir / "code" / "inference.py")
 
 

@@ -380,7 +380,7 @@ class Trainer:
         clash (docs/aws-rules.md SM-10). The other processes write nothing there."""
         exported = export.export_saved_model(
             self.config, model, self.paths.model_dir,
-            categories=export.read_categories(self.channel.annotations(layout.VAL)))
+            categories=self.run_info["categories"])  # dataset_info's: ids and source ids
         init_from_checkpoint.write_run_info(
             os.path.join(self.paths.model_dir, export.CODE_DIR), self.run_info)
         # print, not log: only rank 0 logs at INFO.
