@@ -151,3 +151,25 @@ def test_a_bad_export_or_dataset_name_exits_2_and_sends_nothing(fake_aws, args, 
     assert result.returncode == 2, result.stdout + result.stderr
     assert message in result.stderr
     assert fake_aws.requests_since(before) == []
+
+
+def test_prepare_data_uploads_an_export_and_stages_it_by_name(fake_aws, tmp_path):
+    from tests.launcher.test_notebooks import execute
+
+    export = tmp_path / "cvat"
+    (export / "annotations").mkdir(parents=True)
+    (export / "images").mkdir()
+    (export / "annotations" / "instances_default.json").write_text("{}")
+    (export / "images" / "a.jpg").write_bytes(b"jpeg")
+    before = len(fake_aws.requests_since(0))
+    output = execute("prepare-data.ipynb", {"DATASET": "welds", "EXPORT": str(export),
+                                            "VAL_FRACTION": 0.3, "SPLIT_SEED": 5,
+                                            "CROWD_AS_INSTANCES": True})
+    assert f"uploaded 2 file(s) to s3://{BUCKET}/imports/welds/" in output
+    staging, = fake_aws.requests_since(before)
+    hps = staging["HyperParameters"]
+    assert (hps[job_io.STAGING_DATASET], hps[job_io.STAGING_IMPORT_S3_URI]) == (
+        "welds", f"s3://{BUCKET}/imports/welds/")
+    assert (hps[job_io.STAGING_VAL_FRACTION], hps[job_io.STAGING_SPLIT_SEED],
+            hps[job_io.STAGING_CROWD_AS_INSTANCES]) == ("0.3", "5", "true")
+    assert staging["TrainingJobName"].startswith("maskrcnn-test-stage-welds-")

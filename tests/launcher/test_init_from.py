@@ -164,3 +164,23 @@ def test_a_request_whose_init_channel_is_outside_the_checkpoint_prefix_is_refuse
 def test_the_description_says_what_is_kept():
     source = init_from.InitSource("s3://b/checkpoints/r/", COCO_RUN_INFO)
     assert init_from.describe(source, "parts", None).endswith("the optimizer starts anew")
+
+
+def test_the_launch_notebook_fine_tunes_on_a_dataset_by_name(fake_aws):
+    from tests.launcher.test_notebooks import execute
+
+    stage(fake_aws.client("s3"), "parts")
+    uri = earlier_run(fake_aws)
+    job = completed_training_job(fake_aws, run="coco", checkpoint_s3_uri=uri)
+    before = len(fake_aws.requests_since(0))
+    output = execute("mask-rcnn-efs.ipynb", {"DATASET": "parts", "INIT_FROM": job})
+    request, = fake_aws.requests_since(before)
+    channels = channels_of(request)
+    assert channels[job_io.TRAIN_CHANNEL]["FileSystemDataSource"]["DirectoryPath"] \
+        == "/datasets/parts"
+    assert channels[job_io.INIT_CHANNEL]["S3DataSource"]["S3Uri"] == uri
+    assert job_io.PRETRAINED_CHANNEL not in channels
+    assert f"fine-tuning from {uri} (training job {job}" in output
+    with pytest.raises(Exception, match="cannot fine-tune .*does not exist in eu-west-2"):
+        execute("mask-rcnn-efs.ipynb", {"INIT_FROM": f"{JOB_PREFIX}-nothing-20260101000000"})
+    assert len(fake_aws.requests_since(before)) == 1
