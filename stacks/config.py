@@ -10,6 +10,7 @@ The settings are a pydantic model: each field declares its type, how a `-c` stri
 type, and the rule of its own value; `_rules_across_settings` checks what depends on several.
 """
 
+import dataclasses
 import difflib
 import json
 import re
@@ -74,8 +75,9 @@ class BucketLayout:
     """The data bucket's key prefixes, each ending in '/'. Each role is granted its prefixes; the
     launcher learns them from SSM."""
 
-    data: str                        # the staged dataset (maskrcnn:data_prefix)
+    datasets: str                    # every dataset, <datasets><name>/ (maskrcnn:datasets_prefix)
     pretrained: str = "pretrained/"  # ImageNet backbone checkpoints (the `pretrained` channel)
+    imports: str = "imports/"        # labeling tools' exports users upload, <imports><name>/
     output: str = "jobs/"            # job outputs: model.tar.gz, output.tar.gz
     checkpoints: str = "checkpoints/"  # one folder per training run, synced by SageMaker
     samples: str = "samples/"        # images users upload for inference.ipynb to send to an endpoint
@@ -167,14 +169,24 @@ Zone = _checked(str, AVAILABILITY_ZONE, "availability zone names such as 'us-eas
 Zones = _checked(_checked(Annotated[tuple[Zone, ...], BeforeValidator(_names)],
                           lambda zones: len(zones) in (0, 2, 3), "empty, or 2 to 3 zone names"),
                  lambda zones: len(set(zones)) == len(zones), "distinct zone names")
-# Both prefixes reach EFS and FSx (mirrored_prefixes). Rule FSX-5 (docs/aws-rules.md): data
-# repository associations cannot have nested paths; rule DS-1: nested DataSync copies would delete
-# each other's files (REMOVE).
-Prefix = _checked(_checked(Text, S3_PREFIX, "an S3 key prefix ending in '/', e.g. 'datasets/coco2017/'"),
-                  lambda prefix: not (prefix.startswith(BucketLayout.pretrained)
-                                      or BucketLayout.pretrained.startswith(prefix)),
-                  f"a prefix that neither contains nor lies below '{BucketLayout.pretrained}', "
-                  "where the backbone checkpoints live")
+# The datasets prefix and pretrained/ reach EFS and FSx (mirrored_prefixes). Rule FSX-5
+# (docs/aws-rules.md): data repository associations cannot have nested paths; rule DS-1: nested
+# DataSync copies would delete each other's files (REMOVE). Nor may it nest with the bucket's other
+# prefixes: the file systems would receive the users' raw exports, outputs or checkpoints, and the
+# training role, which reads every dataset, would read those.
+OTHER_PREFIXES = tuple(field.default for field in dataclasses.fields(BucketLayout)
+                       if field.name != "datasets")
+
+
+def _nests(prefix: str, other: str) -> bool:
+    return prefix.startswith(other) or other.startswith(prefix)
+
+
+Prefix = _checked(_checked(Text, S3_PREFIX, "an S3 key prefix ending in '/', e.g. 'datasets/'"),
+                  lambda prefix: not any(_nests(prefix, other) for other in OTHER_PREFIXES),
+                  "a prefix that neither contains nor lies below any of the bucket's other "
+                  f"prefixes ({', '.join(repr(p) for p in OTHER_PREFIXES)}): "
+                  f"'{BucketLayout.pretrained}' holds the backbone checkpoints")
 
 
 class DeploymentConfig(BaseModel):
@@ -200,8 +212,8 @@ class DeploymentConfig(BaseModel):
     nat_gateways: Int = 1
     flow_log_retention_days: _checked(Int, lambda days: days in LOG_RETENTION_DAYS,
                                       f"one of {list(LOG_RETENTION_DAYS)}") = 365
-    # Storage
-    data_prefix: Prefix = "datasets/coco2017/"
+    # Storage: every dataset below one prefix, <datasets_prefix><name>/ (COCO 2017 is 'coco2017').
+    datasets_prefix: Prefix = "datasets/"
     existing_efs_id: _unset_or(_checked(Text, EFS_ID,
                                         "an EFS file system id such as 'fs-0123456789abcdef0'")) = None
     fsx_enabled: Bool = True
@@ -243,12 +255,13 @@ class DeploymentConfig(BaseModel):
 
     @property
     def bucket(self) -> BucketLayout:
-        return BucketLayout(data=self.data_prefix)
+        return BucketLayout(datasets=self.datasets_prefix)
 
     @property
-    def data_path(self) -> str:
-        """The dataset's path below the root of EFS and of FSx: `/<data_prefix>` without '/'."""
-        return file_system_path(self.data_prefix)
+    def datasets_path(self) -> str:
+        """The datasets' directory below the root of EFS and of FSx: `/<datasets_prefix>` without
+        '/' (`/datasets`); a dataset's is `<datasets_path>/<name>`."""
+        return file_system_path(self.datasets_prefix)
 
     @property
     def pretrained_path(self) -> str:
@@ -259,7 +272,8 @@ class DeploymentConfig(BaseModel):
     def mirrored_prefixes(self) -> tuple[tuple[str, str], ...]:
         """(bucket prefix, file-system path) of every prefix EFS and FSx receive: the inputs of a
         job whose channels come from a file system."""
-        return ((self.data_prefix, self.data_path), (self.bucket.pretrained, self.pretrained_path))
+        return ((self.datasets_prefix, self.datasets_path),
+                (self.bucket.pretrained, self.pretrained_path))
 
     @property
     def ssm_path(self) -> str:
@@ -395,7 +409,7 @@ class DeploymentConfig(BaseModel):
 
 def file_system_path(prefix: str) -> str:
     """Where a bucket prefix lands below the root of EFS and of FSx: '/' + prefix without its
-    trailing '/' (`datasets/coco2017/` -> `/datasets/coco2017`)."""
+    trailing '/' (`datasets/` -> `/datasets`)."""
     return "/" + prefix.rstrip("/")
 
 

@@ -376,10 +376,11 @@ class Notebook(Construct):
     def _grant_data_access(self, storage: Storage) -> None:
         layout = self.config.bucket
         bucket_prefixes(self, "Data", self.role, storage.data_bucket, storage.data_key,
-                        read=[layout.data, layout.pretrained, layout.checkpoints],
+                        read=[layout.datasets, layout.pretrained, layout.checkpoints],
                         # The SDK uploads job inputs under the output prefix and reads results
-                        # back; users upload the images inference.ipynb sends under samples/.
-                        write=[layout.output, layout.samples])
+                        # back; users upload the images inference.ipynb sends under samples/, and
+                        # their labeling tools' exports under imports/ (prepare-data.ipynb).
+                        write=[layout.output, layout.samples, layout.imports])
         tasks = [task.attr_task_arn for task in storage.efs.tasks]
         policy(self, "StorageServices", self.role, [
             # Jobs' volumes use the data key: SageMaker creates the grant as the caller.

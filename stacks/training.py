@@ -1,8 +1,11 @@
 """Training: the training-image asset, the job and model roles, and the SSM parameters launchers read.
 
 Three roles, each with only what its job does:
-- the training role reads the dataset and pretrained prefixes and writes outputs and checkpoints;
-- the staging role (the COCO download-and-convert job) writes the dataset and pretrained prefixes.
+- the training role reads the datasets and pretrained prefixes and writes outputs and checkpoints
+  (whose write includes reading them back: resume, and an earlier run's checkpoints it fine-tunes
+  from);
+- the staging role (the job that downloads COCO 2017 or converts an uploaded export) reads the
+  imports prefix and writes the datasets and pretrained prefixes.
 Both pull the training image, write their job's logs and metrics, and attach to the VPC.
 - the model role hosts a trained model on an endpoint: it reads the output prefix (model.tar.gz),
   writes endpoint data capture only below it, pulls the TensorFlow Serving inference DLC, writes
@@ -55,14 +58,16 @@ class Training(Construct):
 
         self.training_role = self._job_role("JobRole", "SageMaker training jobs", network)
         bucket_prefixes(self, "JobRoleData", self.training_role, bucket, key,
-                        read=[layout.data, layout.pretrained],
+                        read=[layout.datasets, layout.pretrained],
                         write=[layout.output, layout.checkpoints])
         self._allow_file_systems(self.training_role, storage)
 
-        self.staging_role = self._job_role("StagingRole", "the COCO staging job", network)
-        # The staging job also uploads the backbone checkpoint to the pretrained prefix.
+        self.staging_role = self._job_role("StagingRole", "the dataset staging job", network)
+        # The staging job reads the users' exports, writes every dataset, and also uploads the
+        # backbone checkpoint to the pretrained prefix.
         bucket_prefixes(self, "StagingRoleData", self.staging_role, bucket, key,
-                        write=[layout.data, layout.pretrained, layout.output])
+                        read=[layout.imports],
+                        write=[layout.datasets, layout.pretrained, layout.output])
 
         self.dlc = dlc.RegionalRegistry(self, "DlcRegistry")
         self.model_role = self._model_role(network, storage)
@@ -221,7 +226,8 @@ class Training(Construct):
             "region": self._stack.region,
             "job-name-prefix": self.job_name_prefix,
             "data-bucket": storage.data_bucket.bucket_name,
-            "data-prefix": layout.data,
+            "datasets-prefix": layout.datasets,
+            "imports-prefix": layout.imports,
             "pretrained-prefix": layout.pretrained,
             "output-prefix": layout.output,
             "checkpoint-prefix": layout.checkpoints,
@@ -229,7 +235,7 @@ class Training(Construct):
             "internet-egress": "true" if self.config.nat_gateways else "false",
             "kms-key-arn": storage.data_key.key_arn,
             "efs-id": storage.efs.file_system.file_system_id,
-            "efs-data-path": self.config.data_path,
+            "efs-datasets-path": self.config.datasets_path,
             "efs-pretrained-path": self.config.pretrained_path,
             "datasync-task-arns": ",".join(task.attr_task_arn for task in storage.efs.tasks),
             "subnet-ids": ",".join(subnets),
@@ -248,7 +254,7 @@ class Training(Construct):
             values.update({
                 "fsx-id": storage.fsx.file_system.file_system_id,
                 "fsx-mount-name": storage.fsx.file_system.mount_name,
-                "fsx-data-path": storage.fsx.data_path,
+                "fsx-datasets-path": storage.fsx.datasets_path,
                 "fsx-pretrained-path": storage.fsx.pretrained_path,
             })
         extra = set(values) - set(names)

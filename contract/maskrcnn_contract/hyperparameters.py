@@ -93,6 +93,9 @@ class Hyperparameters:
         30.0, "The same for the phases without steps: start-up and the first step (which traces "
         "the graph), checkpoints, evaluation (the chief's COCOeval while the others wait) and "
         "export. 0: those phases are not watched.", minimum=0.0)
+    freeze_backbone: bool = _field(
+        False, "Train the FPN and the heads only; the backbone keeps the weights it starts from "
+        "(the `init` or `pretrained` channel's, which it needs).")
 
     @property
     def lr_decay_epoch_list(self) -> Tuple[float, ...]:
@@ -181,15 +184,44 @@ def parse(raw: Mapping[str, Any]) -> Hyperparameters:
     return hps
 
 
-def check_pretrained_channel(hps: Hyperparameters, has_pretrained: bool) -> None:
-    """What the hyperparameters ask of the `pretrained` channel: the job checks it at start, a
-    launcher can check it before it sends the job."""
+def check_pretrained_channel(hps: Hyperparameters, has_pretrained: bool,
+                             has_init: bool = False) -> None:
+    """What the hyperparameters ask of the `pretrained` channel, or of the `init` channel, whose
+    earlier run's backbone stands for it: the job checks it at start, a launcher can check it
+    before it sends the job."""
+    if has_init:
+        return
     if hps.batch_norm == "frozen" and not has_pretrained:
         raise HyperparameterError(
             "batch_norm=frozen keeps the backbone's pretrained batch-norm statistics, but the job "
             "has no `pretrained` channel: stage the backbone's ImageNet checkpoint and send it as "
             "the `pretrained` channel, or choose batch_norm=sync (every batch norm then learns "
             "its statistics, over all ranks)")
+    if hps.freeze_backbone and not has_pretrained:
+        raise HyperparameterError(
+            "freeze_backbone=true keeps the backbone's weights as they start, and this job's "
+            "start from random values (no `pretrained` or `init` channel): fine-tune from an "
+            "earlier run (init_from), send the pretrained backbone, or set freeze_backbone=false")
+
+
+# What an earlier run must share with a job that starts from its checkpoint: the weights of another
+# backbone or preset have other shapes and meanings (the image size changes no weight's shape).
+INIT_MUST_MATCH = ("backbone", "model_preset")
+
+
+def init_run_problems(hps: Hyperparameters, run_info: Mapping[str, Any],
+                      where: str = "the init checkpoint") -> list:
+    """Why a job with `hps` cannot start from the run that `run_info` (job_io.RUN_INFO) describes;
+    empty when it can. The job checks at start, a launcher before it sends."""
+    problems = []
+    for name in INIT_MUST_MATCH:
+        theirs, ours = run_info.get(name), getattr(hps, name)
+        if theirs != ours:
+            problems.append(
+                f"{where} is of a run with {name}={theirs}, and this job has {name}={ours}: its "
+                "weights do not fit this model; fine-tune from a run of the same "
+                f"{', '.join(INIT_MUST_MATCH)}, or set {name}={theirs}")
+    return problems
 
 
 def batch_norm_without_pretrained(distribution: str) -> str:

@@ -1,9 +1,53 @@
 """Where a job's inputs and outputs are, as both the job and the launcher must name them."""
 
+import re
+
 # Input channels of the training job (training_code/README.md, "Data layout").
 TRAIN_CHANNEL = "train"            # the dataset: tfrecords/, annotations/, dataset_info.json
 PRETRAINED_CHANNEL = "pretrained"  # optional ImageNet backbone checkpoint
-TRAINING_CHANNELS = (TRAIN_CHANNEL, PRETRAINED_CHANNEL)
+# Optional: an earlier run's checkpoints (its CheckpointConfig S3 URI, or a local run's checkpoint
+# or model directory) with their RUN_INFO: the job restores every variable whose shape matches and
+# re-initializes the class-specific layers (fine-tuning). An S3 channel for every data source.
+INIT_CHANNEL = "init"
+TRAINING_CHANNELS = (TRAIN_CHANNEL, PRETRAINED_CHANNEL, INIT_CHANNEL)
+# Written by the job's chief beside its checkpoints (and into its model's code/ directory): the
+# backbone, model preset, image size and categories the run trains, so that a job or a launcher
+# asked to fine-tune from it can refuse a checkpoint of another model before anything runs.
+RUN_INFO = "run_info.json"
+
+# Datasets by name: s3://<bucket>/<datasets prefix><name>/, and the same path below the file
+# systems' datasets directory. COCO 2017 is one of them, staged from its published archives; any
+# other is converted from a labeling tool's COCO export that the user uploads below
+# <imports prefix><name>/.
+DEFAULT_DATASET = "coco2017"
+# Lowercase letters and digits, '-' inside, at most 63 characters (a DNS label): a key segment and a
+# directory name as it is, with nothing to quote or escape.
+DATASET_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+DATASET_NAME_RULE = ("1 to 63 lowercase letters, digits and '-', starting and ending with a "
+                     "letter or a digit, e.g. 'coco2017' or 'parts-v2'")
+
+
+class DatasetNameError(ValueError):
+    """A dataset name that is not a key segment and a directory name as it is."""
+
+
+def check_dataset_name(name) -> str:
+    """The name, or DatasetNameError naming the value and the rule."""
+    if not isinstance(name, str) or not DATASET_NAME.match(name):
+        raise DatasetNameError(f"dataset name {name!r}: expected {DATASET_NAME_RULE}")
+    return name
+
+
+def dataset_key_prefix(datasets_prefix: str, name: str) -> str:
+    """Where a staged dataset lives in the bucket: the `train` channel of a job that trains on it
+    (and its path below the file systems' datasets directory, without the datasets prefix)."""
+    return f"{datasets_prefix}{check_dataset_name(name)}/"
+
+
+def import_key_prefix(imports_prefix: str, name: str) -> str:
+    """Where a user uploads the labeling tool's export that the staging job converts into the
+    dataset `name`."""
+    return f"{imports_prefix}{check_dataset_name(name)}/"
 
 # The container directory SageMaker syncs with the job's CheckpointConfig S3 URI.
 CHECKPOINT_LOCAL_PATH = "/opt/ml/checkpoints"
@@ -22,13 +66,27 @@ DATASET_COMPLETE_MARKER = "dataset_info.json"
 # the checkpoint came from, its files' sizes and MD5s.
 PRETRAINED_COMPLETE_MARKER = "checkpoint_info.json"
 
-# The COCO staging job: program in /opt/ml/code and the hyperparameters it reads.
-STAGING_PROGRAM = "stage_coco.py"
-STAGING_S3_URI = "s3_uri"      # destination prefix, s3://<bucket>/<data prefix>
+# The staging job: program in /opt/ml/code and the hyperparameters it reads. One program for every
+# dataset: COCO 2017 from its archives, any other from an export below the imports prefix.
+STAGING_PROGRAM = "stage_dataset.py"
+STAGING_DATASET = "dataset"    # the dataset's name (DEFAULT_DATASET: COCO 2017's archives)
+STAGING_S3_URI = "s3_uri"      # destination prefix, s3://<bucket>/<datasets prefix><name>/
+# The export to convert, s3://<bucket>/<imports prefix><name>/ (absent for COCO 2017).
+STAGING_IMPORT_S3_URI = "import_s3_uri"
+# An export with one annotations file is split into train and val: this share of its images (at
+# least one) goes to val, drawn with this seed; the split is recorded in the dataset.
+STAGING_VAL_FRACTION = "val_fraction"
+STAGING_SPLIT_SEED = "split_seed"
+DEFAULT_VAL_FRACTION = 0.2
+DEFAULT_SPLIT_SEED = 0
+# "true": annotations marked iscrowd=1 are trained as instances (CVAT writes every mask so).
+STAGING_CROWD_AS_INSTANCES = "crowd_as_instances"
+# "true": invalid annotations and images fail the job instead of being skipped and reported.
+STAGING_STRICT = "strict"
 STAGING_WORK_DIR = "work_dir"  # downloads, images and TFRecords on the job's volume
 # Its work directory in a SageMaker job: on the job's volume, but outside SM_OUTPUT_DATA_DIR, which
-# SageMaker would tar up and upload (~40 GB of archives and images).
-STAGING_CONTAINER_WORK_DIR = "/opt/ml/input/coco2017-work"
+# SageMaker would tar up and upload (~40 GB of archives and images for COCO).
+STAGING_CONTAINER_WORK_DIR = "/opt/ml/input/staging-work"
 STAGING_PRETRAINED_S3_URI = "pretrained_s3_uri"  # s3://<bucket>/<pretrained prefix>
 STAGING_BACKBONES = "backbones"  # comma-separated backbones whose checkpoint to stage
 # The backbones whose ImageNet checkpoint the staging job fetches: Model Garden publishes one for

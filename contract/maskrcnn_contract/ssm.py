@@ -10,14 +10,15 @@ REQUIRED = (
     "region",
     "job-name-prefix",
     "data-bucket",
-    "data-prefix",
+    "datasets-prefix",     # every dataset below it, one folder per name: <datasets-prefix><name>/
+    "imports-prefix",      # labeling tools' exports users upload, <imports-prefix><name>/
     "pretrained-prefix",
     "output-prefix",
     "checkpoint-prefix",
     "samples-prefix",      # images users upload for inference.ipynb
     "kms-key-arn",
     "efs-id",
-    "efs-data-path",
+    "efs-datasets-path",   # the datasets directory: a dataset's is <efs-datasets-path>/<name>
     "efs-pretrained-path",
     "datasync-task-arns",  # comma-separated: one DataSync task per prefix copied to EFS
     "subnet-ids",          # comma-separated
@@ -36,13 +37,13 @@ REQUIRED = (
     "notification-topic-arn",
 )
 # Published only when the deployment has FSx for Lustre.
-FSX = ("fsx-id", "fsx-mount-name", "fsx-data-path", "fsx-pretrained-path")
+FSX = ("fsx-id", "fsx-mount-name", "fsx-datasets-path", "fsx-pretrained-path")
 ALL = REQUIRED + FSX
 # Values that are comma-separated lists.
 LISTS = ("subnet-ids", "security-group-ids", "datasync-task-arns")
-# Values that are S3 key prefixes ('datasets/coco2017/': no leading '/', a trailing '/').
-PREFIXES = ("data-prefix", "pretrained-prefix", "output-prefix", "checkpoint-prefix",
-            "samples-prefix")
+# Values that are S3 key prefixes ('datasets/': no leading '/', a trailing '/').
+PREFIXES = ("datasets-prefix", "imports-prefix", "pretrained-prefix", "output-prefix",
+            "checkpoint-prefix", "samples-prefix")
 # Values that are "true" or "false".
 BOOLEANS = ("internet-egress",)
 # Endpoint data capture goes to s3://<data-bucket>/<output-prefix><DATA_CAPTURE_PREFIX>...: the

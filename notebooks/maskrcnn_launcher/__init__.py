@@ -1,12 +1,13 @@
-"""Launches the Mask R-CNN training job (and the COCO staging job) on SageMaker.
+"""Launches the Mask R-CNN training job (and the dataset staging job) on SageMaker.
 
 Shared by the notebooks beside this package and usable as a CLI: `python -m maskrcnn_launcher -h`.
 Modules: settings (SSM -> Deployment), instances (GPU table), options (the user's choices),
 plan (a training launch resolved once: distribution, ranks per host, parsed hyperparameters,
-channels, names), inputs (what a launch needs that is not staged in S3), jobs (the plan as the
-SageMaker SDK 3 ModelTrainer), session (the SDK session and the hook that checks each request it
-sends), validation (the one check of the request as sent), submit (sends it), follow (status,
-logs, metrics), data_prep (staging, DataSync, FSx import status), deploy (a finished job's model
+channels, names), inputs (what a launch needs that is not staged in S3), init_from (the earlier
+run a fine-tune starts from, checked), jobs (the plan as the SageMaker SDK 3 ModelTrainer),
+session (the SDK session and the hook that checks each request it sends), validation (the one
+check of the request as sent), submit (sends it), follow (status, logs, metrics), data_prep
+(exports uploaded, datasets staged, DataSync, FSx import status), deploy (a finished job's model
 on an auto-scaling endpoint, invocations, deletion; boto3 only), detections (an endpoint's answer
 drawn, latency percentiles). Importing the package does not import the SDK; `jobs`, `session`
 and `submit` do.

@@ -1,9 +1,13 @@
 """Command line: the notebooks' steps without Jupyter, e.g. from a pipeline.
 
-    python -m maskrcnn_launcher launch --data-source fsx --instances 2 [--distribution D]
+    python -m maskrcnn_launcher launch --data-source fsx --instances 2 [--dataset NAME]
+                                       [--init-from <job> | --init-from s3://...] [--distribution D]
                                        [--input-mode File] [--keep-alive-seconds N]
                                        [--dry-run] [--wait]
-    python -m maskrcnn_launcher stage-coco | sync-efs | fsx-status | follow <job>
+    python -m maskrcnn_launcher upload-export --dataset NAME <directory or .zip>
+    python -m maskrcnn_launcher stage-dataset [--dataset NAME] [--val-fraction F] [--split-seed S]
+                                              [--crowd-as-instances] [--strict] [--dry-run] [--wait]
+    python -m maskrcnn_launcher datasets | sync-efs | fsx-status | follow <job>
     python -m maskrcnn_launcher deploy [--job <job>] [--instance-type T] [--min N] [--max N]
                                        [--target-invocations X] [--data-capture PCT]
                                        [--idle-hours H | --no-idle-alarm]
@@ -18,6 +22,8 @@ created); 1 when a deployment failed after creating something (the message says 
 import argparse
 import json
 import sys
+
+from maskrcnn_contract import job_io
 
 from maskrcnn_launcher import data_prep, deploy, evaluation_report, follow, instances, settings
 from maskrcnn_launcher.options import (DATA_SOURCES, DISTRIBUTIONS, INPUT_MODES,
@@ -41,6 +47,14 @@ def parser() -> argparse.ArgumentParser:
     launch = sub.add_parser("launch", help="start a Mask R-CNN training job")
     defaults = LaunchOptions()
     launch.add_argument("--data-source", choices=DATA_SOURCES, default=defaults.data_source)
+    launch.add_argument("--dataset", default=defaults.dataset,
+                        help=f"the staged dataset to train on (default {defaults.dataset}; "
+                        "`datasets` lists them, `stage-dataset` stages one)")
+    launch.add_argument("--init-from", metavar="JOB_OR_S3_URI",
+                        help="fine-tune: start from an earlier training job's checkpoints (its "
+                        "name, or their s3:// URI below the checkpoint prefix); every weight of "
+                        "the same shape is restored, the class-specific layers are re-initialized "
+                        "when the classes differ (see --hp freeze_backbone=true)")
     launch.add_argument("--instance-type", default=defaults.instance_type,
                         help=f"default {defaults.instance_type}; known GPU counts: "
                         + ", ".join(f"{k}={v}" for k, v in instances.GPUS_PER_INSTANCE.items()))
@@ -75,9 +89,34 @@ def parser() -> argparse.ArgumentParser:
                         help="build and validate the request as it would be sent; send nothing")
     launch.add_argument("--wait", action="store_true", help="wait for the end, print metrics")
 
-    stage = sub.add_parser("stage-coco", help="stage COCO 2017 into S3 (skipped if present)")
+    stage = sub.add_parser("stage-dataset", aliases=["stage-coco"],
+                           help="stage a dataset into S3: COCO 2017 from its archives, any other "
+                           "from the export uploaded below the imports prefix (skipped if staged)")
+    stage.add_argument("--dataset", default=job_io.DEFAULT_DATASET,
+                       help=f"its name (default {job_io.DEFAULT_DATASET}); another dataset is "
+                       "converted from s3://<bucket>/<imports prefix><name>/ (upload-export)")
+    stage.add_argument("--val-fraction", type=float, default=job_io.DEFAULT_VAL_FRACTION,
+                       help="an export with one annotations file: the share of its images that "
+                       "goes to val (default %(default)s)")
+    stage.add_argument("--split-seed", type=int, default=job_io.DEFAULT_SPLIT_SEED,
+                       help="the seed of that split (default %(default)s): the same seed, the "
+                       "same split")
+    stage.add_argument("--crowd-as-instances", action="store_true",
+                       help="train annotations marked iscrowd=1 as instances (CVAT marks every "
+                       "mask so; Model Garden skips crowds in training)")
+    stage.add_argument("--strict", action="store_true",
+                       help="fail on an invalid annotation or image instead of skipping and "
+                       "reporting it")
+    stage.add_argument("--no-backbone", action="store_true",
+                       help="leave the ImageNet backbone out (no download)")
     stage.add_argument("--dry-run", action="store_true")
     stage.add_argument("--wait", action="store_true")
+    upload = sub.add_parser("upload-export", help="upload a labeling tool's COCO export (a "
+                            "directory or a .zip) below the imports prefix, for stage-dataset")
+    upload.add_argument("--dataset", required=True, help="the dataset it becomes")
+    upload.add_argument("export", help="the export's directory or .zip file")
+    sub.add_parser("datasets", help="the staged datasets (classes, images) and the exports "
+                   "uploaded below the imports prefix")
     sub.add_parser("sync-efs", help="run the DataSync S3 -> EFS task and wait")
     sub.add_parser("fsx-status", help="FSx data repository association status")
     follow_p = sub.add_parser("follow", help="wait for a job, print its log and metrics")
@@ -188,7 +227,8 @@ def run(args) -> None:
         from maskrcnn_launcher import jobs, submit  # the SDK is imported only to launch
 
         options = LaunchOptions(
-            data_source=args.data_source, instance_type=args.instance_type,
+            data_source=args.data_source, dataset=args.dataset, init_from=args.init_from,
+            instance_type=args.instance_type,
             instance_count=args.instances, distribution=args.distribution,
             processes_per_host=args.processes_per_host,
             hyperparameters=dict(args.hp), use_spot=args.spot, max_run_hours=args.max_run_hours,
@@ -207,8 +247,17 @@ def run(args) -> None:
               f"{launch.checkpoint_s3_uri}")
         if args.wait:
             _follow(boto_session, name)
-    elif args.command == "stage-coco":
-        data_prep.stage_coco(boto_session, deployment, wait=args.wait, dry_run=args.dry_run)
+    elif args.command in ("stage-dataset", "stage-coco"):
+        data_prep.stage_dataset(
+            boto_session, deployment, args.dataset, wait=args.wait, dry_run=args.dry_run,
+            val_fraction=args.val_fraction, split_seed=args.split_seed,
+            crowd_as_instances=args.crowd_as_instances, strict=args.strict,
+            stage_backbone=not args.no_backbone)
+    elif args.command == "upload-export":
+        data_prep.upload_import(boto_session.client("s3"), deployment, args.dataset, args.export,
+                                echo=lambda line: print(line, file=sys.stderr))
+    elif args.command == "datasets":
+        print(json.dumps(data_prep.datasets(boto_session.client("s3"), deployment), indent=1))
     elif args.command == "sync-efs":
         data_prep.sync_to_efs(boto_session.client("datasync"), deployment)
     elif args.command == "fsx-status":
@@ -243,7 +292,7 @@ def main(argv=None) -> None:
     try:
         run(args)
     except (LaunchRequestError, instances.InstanceTypeError, settings.SettingsError,
-            deploy.DeployRequestError) as error:
+            deploy.DeployRequestError, job_io.DatasetNameError) as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
     except (deploy.DeployError, deploy.InvokeError) as error:

@@ -178,6 +178,22 @@ def resource_id(endpoint_name: str) -> str:
 
 # --- the training job -----------------------------------------------------------------------------
 
+def describe_job(sagemaker_client, deployment: Deployment, job_name: str,
+                 refuse: Callable[[str], Exception]) -> dict:
+    """DescribeTrainingJob of a training job of this deployment; `refuse(problem)` is raised when
+    the job is another deployment's or does not exist."""
+    if not job_name.startswith(f"{deployment.job_name_prefix}-"):
+        raise refuse(f"training job {job_name!r} is not this deployment's: its jobs start with "
+                     f"{deployment.job_name_prefix}-")
+    try:
+        return sagemaker_client.describe_training_job(TrainingJobName=job_name)
+    except ClientError as error:
+        if _is_missing(error):
+            raise refuse(f"training job {job_name!r} does not exist in "
+                         f"{deployment.region}") from None
+        raise
+
+
 def _is_missing(error: ClientError) -> bool:
     """SageMaker answers a describe or delete of something that does not exist with a
     ValidationException: 'Could not find endpoint ...' (models, endpoint configurations,
@@ -190,7 +206,7 @@ def _is_missing(error: ClientError) -> bool:
 
 
 def _is_staging_job(deployment: Deployment, name: str, job: Optional[dict] = None) -> bool:
-    if name.startswith(f"{deployment.job_name_prefix}-stage-coco-"):
+    if name.startswith(f"{deployment.job_name_prefix}-stage-"):  # jobs.staging_job_name
         return True
     return bool(job) and (job.get("Environment") or {}).get(job_io.PROGRAM_ENV) == \
         job_io.STAGING_PROGRAM
@@ -234,18 +250,9 @@ def training_job(sagemaker_client, s3_client, deployment: Deployment,
                 f"no Completed training job named {deployment.job_name_prefix}-* in "
                 f"{deployment.region}: train one first (mask-rcnn-*.ipynb or `launch`), or name "
                 "one with --job / JOB_NAME")
-    elif not job_name.startswith(f"{deployment.job_name_prefix}-"):
-        raise DeployRequestError(f"training job {job_name!r} is not this deployment's: its jobs "
-                                 f"start with {deployment.job_name_prefix}-")
-    try:
-        job = sagemaker_client.describe_training_job(TrainingJobName=job_name)
-    except ClientError as error:
-        if _is_missing(error):
-            raise DeployRequestError(f"training job {job_name!r} does not exist in "
-                                     f"{deployment.region}") from None
-        raise
+    job = describe_job(sagemaker_client, deployment, job_name, DeployRequestError)
     if _is_staging_job(deployment, job_name, job):
-        raise DeployRequestError(f"training job {job_name!r} is the COCO staging job: it "
+        raise DeployRequestError(f"training job {job_name!r} is a dataset staging job: it "
                                  "trains no model")
     status = job["TrainingJobStatus"]
     if status != "Completed":

@@ -15,7 +15,7 @@ from maskrcnn_contract.hyperparameters import Hyperparameters
 
 from maskrcnn_launcher import instances
 from maskrcnn_launcher.options import HOROVOD, PARAMETER_SERVER, LaunchOptions, LaunchRequestError
-from maskrcnn_launcher.plan import Channel, training_plan
+from maskrcnn_launcher.plan import MAX_BASE_NAME, STAGING_RUN, Channel, training_plan
 from maskrcnn_launcher.session import Launch, sagemaker_session
 from maskrcnn_launcher.settings import Deployment
 from maskrcnn_launcher.validation import STAGING, TRAINING
@@ -83,11 +83,17 @@ def describe_inputs(request: dict) -> list:
     channels = {c["ChannelName"]: c for c in request.get("InputDataConfig", [])}
     backbone = hps.get("backbone", Hyperparameters.backbone)
     pretrained = channels.get(job_io.PRETRAINED_CHANNEL)
+    init = channels.get(job_io.INIT_CHANNEL)
+    if init:
+        start = f"the earlier run's checkpoints in {_channel_location(init)} (fine-tuning)"
+    elif pretrained:
+        start = f"ImageNet checkpoint from {_channel_location(pretrained)}"
+    else:
+        start = "ImageNet checkpoint from nowhere (trained from scratch)"
     lines = [
         f"dataset:      {_channel_location(channels[job_io.TRAIN_CHANNEL])}",
         f"input mode:   {_input_mode(request)}",
-        f"backbone:     {backbone}, ImageNet checkpoint from "
-        f"{_channel_location(pretrained) if pretrained else 'nowhere (trained from scratch)'}",
+        f"backbone:     {backbone}, {start}",
         f"batch norm:   {hps.get('batch_norm', Hyperparameters.batch_norm)}",
         f"distribution: {_distribution(request)}",
     ]
@@ -146,7 +152,8 @@ def training_job(deployment: Deployment, options: LaunchOptions, boto_session,
     MPI runner with one rank per GPU on every host (horovod), or one process per host (the
     toolkit's TF_CONFIG for multi_worker_mirrored; the job's own cluster for parameter_server).
     Raises LaunchRequestError when the launch cannot go out (`plan`); echoes the plan's notes."""
-    plan = training_plan(deployment, options, boto_session.client("s3"))
+    plan = training_plan(deployment, options, boto_session.client("s3"),
+                         boto_session.client("sagemaker"))
     for note in plan.notes:
         echo(note)
     trainer = _trainer(
@@ -167,24 +174,63 @@ def training_job(deployment: Deployment, options: LaunchOptions, boto_session,
     return Launch(trainer, TRAINING, plan.base_job_name, plan.checkpoint_s3_uri, plan)
 
 
-def staging_job(deployment: Deployment, boto_session, instance_type: str = "ml.m5.4xlarge",
-                volume_size_gb: int = 200, max_run_hours: float = 12.0) -> Launch:
-    """The COCO 2017 staging job (training_code/maskrcnn_job/staging/stage_coco.py) in the training
+def staging_job_name(deployment: Deployment, dataset: str) -> str:
+    """The staging job's base name, <prefix>-stage-<dataset>, cut to leave room for the time
+    stamp (SM-5); its dataset hyperparameter says which dataset it stages in any case."""
+    return f"{deployment.job_name_prefix}-{STAGING_RUN}-{dataset}"[:MAX_BASE_NAME].rstrip("-")
+
+
+def staging_job(deployment: Deployment, boto_session, dataset: str = job_io.DEFAULT_DATASET,
+                val_fraction: float = job_io.DEFAULT_VAL_FRACTION,
+                split_seed: int = job_io.DEFAULT_SPLIT_SEED, crowd_as_instances: bool = False,
+                strict: bool = False, stage_backbone: bool = True,
+                instance_type: str = "ml.m5.4xlarge", volume_size_gb: int = 200,
+                max_run_hours: float = 12.0) -> Launch:
+    """The staging job (training_code/maskrcnn_job/staging/stage_dataset.py) in the training
     image, as the staging role: fetches the ImageNet backbone checkpoint into the pretrained
-    prefix, downloads and converts COCO into the data prefix (each skipped when staged). No
-    channels. Refused in a deployment without internet egress, where it could download nothing
-    (docs/aws-rules.md SM-15)."""
-    if not deployment.internet_egress:
+    prefix (unless `stage_backbone` is False), then stages the dataset: COCO 2017 downloaded from
+    its archives, any other converted from the export below <imports prefix><dataset>/ (each
+    skipped when staged). No channels. A job that downloads is refused in a deployment without
+    internet egress (docs/aws-rules.md SM-15)."""
+    job_io.check_dataset_name(dataset)
+    downloads = [what for what, needed in (("COCO 2017", dataset == job_io.DEFAULT_DATASET),
+                                           ("the backbone", stage_backbone)) if needed]
+    if downloads and not deployment.internet_egress:
+        command = (f"  .venv/bin/python training_code/{job_io.STAGING_PROGRAM} --dataset {dataset} "
+                   f"--s3-uri {deployment.dataset_s3_uri(dataset)} "
+                   + ("" if dataset == job_io.DEFAULT_DATASET
+                      else f"--import-s3-uri {deployment.import_s3_uri(dataset)} ")
+                   + f"--pretrained-s3-uri {deployment.pretrained_s3_uri}")
         raise LaunchRequestError(
-            f"the staging job downloads COCO 2017 and the backbone from the internet, and this "
+            f"the staging job downloads {' and '.join(downloads)} from the internet, and this "
             f"deployment's VPC has none (SSM {deployment.ssm_path}/internet-egress=false: "
             "maskrcnn:nat_gateways=0). Stage from a machine with internet access and credentials "
             "that may write the bucket, from a clone of this repository after `make setup`:\n"
-            f"  .venv/bin/python training_code/stage_coco.py --s3-uri {deployment.data_s3_uri} "
-            f"--pretrained-s3-uri {deployment.pretrained_s3_uri}\n"
+            f"{command}\n"
             "then copy it to EFS with `python -m maskrcnn_launcher sync-efs` (FSx imports it by "
-            "itself)")
-    base = f"{deployment.job_name_prefix}-stage-coco"
+            "itself)" + ("" if dataset == job_io.DEFAULT_DATASET else
+                         "; or, once the backbone is staged, stage this dataset here with the "
+                         "backbone step left out (stage_backbone=False, --no-backbone)"))
+    hyperparameters = {
+        job_io.STAGING_DATASET: dataset,
+        job_io.STAGING_S3_URI: deployment.dataset_s3_uri(dataset),
+        job_io.STAGING_WORK_DIR: job_io.STAGING_CONTAINER_WORK_DIR,
+    }
+    if dataset != job_io.DEFAULT_DATASET:
+        hyperparameters.update({
+            job_io.STAGING_IMPORT_S3_URI: deployment.import_s3_uri(dataset),
+            job_io.STAGING_VAL_FRACTION: str(val_fraction),
+            job_io.STAGING_SPLIT_SEED: str(split_seed),
+            job_io.STAGING_CROWD_AS_INSTANCES: str(bool(crowd_as_instances)).lower(),
+        })
+    if strict:
+        hyperparameters[job_io.STAGING_STRICT] = "true"
+    if stage_backbone:
+        hyperparameters.update({
+            job_io.STAGING_PRETRAINED_S3_URI: deployment.pretrained_s3_uri,
+            job_io.STAGING_BACKBONES: ",".join(job_io.STAGED_BACKBONES),
+        })
+    base = staging_job_name(deployment, dataset)
     trainer = _trainer(
         deployment, boto_session, role=deployment.staging_role_arn, base=base,
         instance_type=instance_type, instance_count=1, volume_size_gb=volume_size_gb,
@@ -194,10 +240,5 @@ def staging_job(deployment: Deployment, boto_session, instance_type: str = "ml.m
         # before the hyperparameter (docs/aws-rules.md SM-14): the request's Environment, which
         # overrides the image's, is what starts the staging program.
         environment={job_io.PROGRAM_ENV: job_io.STAGING_PROGRAM},
-        hyperparameters={
-            job_io.STAGING_S3_URI: deployment.data_s3_uri,
-            job_io.STAGING_PRETRAINED_S3_URI: deployment.pretrained_s3_uri,
-            job_io.STAGING_BACKBONES: ",".join(job_io.STAGED_BACKBONES),
-            job_io.STAGING_WORK_DIR: job_io.STAGING_CONTAINER_WORK_DIR,
-        })
+        hyperparameters=hyperparameters)
     return Launch(trainer, STAGING, base)

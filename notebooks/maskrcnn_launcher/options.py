@@ -32,6 +32,9 @@ class LaunchOptions:
     """What the user chooses in a notebook or on the command line."""
 
     data_source: str = "fsx"
+    # The staged dataset to train on, by name: s3://<bucket>/<datasets prefix><name>/ and the same
+    # path on EFS and FSx (prepare-data.ipynb, `stage-dataset`).
+    dataset: str = job_io.DEFAULT_DATASET
     instance_type: str = "ml.p4d.24xlarge"
     instance_count: int = 2
     # How the hosts share the work (DISTRIBUTIONS; notebooks/README.md, "Choosing a
@@ -57,6 +60,10 @@ class LaunchOptions:
     # s3://<bucket>/checkpoints/<prefix>-<run name>/, so launching a run again resumes it.
     # None: `<data source>-<6 random hex digits>`, a new run.
     run_name: Optional[str] = None
+    # Fine-tune: start from an earlier run's checkpoints, named by its training job or by their
+    # S3 URI below the deployment's checkpoint prefix (init_from.py). None: from the ImageNet
+    # backbone (use_pretrained) or from scratch.
+    init_from: Optional[str] = None
 
 
 # StoppingCondition MaxRuntimeInSeconds: 1 second to 28 days (SageMaker API reference,
@@ -116,6 +123,14 @@ def option_problems(options: LaunchOptions) -> List[str]:
                          (options.use_pretrained, "--no-pretrained, use_pretrained")):
         if not isinstance(value, bool):
             problems.append(f"{value!r} ({where}): expected True or False")
+    try:
+        job_io.check_dataset_name(options.dataset)
+    except job_io.DatasetNameError as error:
+        problems.append(f"{error} (--dataset, dataset)")
+    if options.init_from is not None and (not isinstance(options.init_from, str)
+                                          or not options.init_from.strip()):
+        problems.append(f"init from {options.init_from!r} (--init-from, init_from): expected a "
+                        "training job name or a checkpoint s3:// URI, or unset")
     if options.data_source not in DATA_SOURCES:
         problems.append(f"data source {options.data_source!r} (--data-source, data_source): "
                         f"expected one of {', '.join(DATA_SOURCES)}")

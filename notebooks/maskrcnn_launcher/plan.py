@@ -25,13 +25,15 @@ from typing import Dict, List, Optional, Tuple
 from maskrcnn_contract import hyperparameters, job_io
 from maskrcnn_contract.hyperparameters import Hyperparameters
 
-from maskrcnn_launcher import inputs, instances, validation
+from maskrcnn_launcher import init_from, inputs, instances, validation
 from maskrcnn_launcher.options import (DATA_SOURCES, DEFAULT_DISTRIBUTION, FAST_FILE, FILE,
                                        HOROVOD, PARAMETER_SERVER, LaunchOptions,
                                        LaunchRequestError, option_problems)
 from maskrcnn_launcher.settings import Deployment
 
 _RUN_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+# Staging jobs are named <prefix>-stage-<dataset>-<time> (jobs.staging_job): a run may not look so.
+STAGING_RUN = "stage"
 # The SDK appends "-YYYYmmddHHMMSS" and cuts the name at SageMaker's 63 characters: a longer base
 # would lose the time stamp that keeps job names unique.
 MAX_BASE_NAME = 63 - 15
@@ -62,6 +64,7 @@ class LaunchPlan:
     ranks_per_host: int  # processes the toolkit starts on every host
     hyperparameters: Hyperparameters  # as the job will parse what is sent
     sent_hyperparameters: Dict[str, object]  # the user's, batch_norm, distribution, toolkit's
+    dataset: str  # the staged dataset the `train` channel reads
     channels: Tuple[Channel, ...]
     run_name: str
     base_job_name: str  # the job is named <base_job_name>-<time>
@@ -76,6 +79,7 @@ class LaunchPlan:
     max_run_seconds: int
     max_wait_seconds: Optional[int]  # managed spot only
     notes: Tuple[str, ...]  # the warnings and the choices made for the user, to show
+    init: Optional[init_from.InitSource] = None  # the earlier run a fine-tune starts from
 
 
 def distribution_of(options: LaunchOptions, decoded: Dict[str, object]) -> str:
@@ -126,6 +130,9 @@ def base_job_name(deployment: Deployment, run_name: str) -> str:
     if not _RUN_NAME.match(run_name):
         raise LaunchRequestError(f"run name {run_name!r}: lowercase letters and digits in groups "
                                  "joined by single hyphens, e.g. 'fsx-baseline-1'")
+    if run_name == STAGING_RUN or run_name.startswith(STAGING_RUN + "-"):
+        raise LaunchRequestError(f"run name {run_name!r}: names starting '{STAGING_RUN}-' are "
+                                 "the staging jobs'; choose another")
     base = f"{deployment.job_name_prefix}-{run_name}"
     if len(base) > MAX_BASE_NAME:
         raise LaunchRequestError(
@@ -153,17 +160,23 @@ def _channel(deployment: Deployment, data_source: str, name: str, s3_uri: str,
         f"data source {data_source!r} is not one of {', '.join(DATA_SOURCES)}")
 
 
-def input_channels(deployment: Deployment, data_source: str,
-                   backbone: Optional[str]) -> Tuple[Channel, ...]:
-    """The `train` channel and, with a backbone, its checkpoint as the `pretrained` channel."""
-    channels = [_channel(deployment, data_source, job_io.TRAIN_CHANNEL, deployment.data_s3_uri,
-                         deployment.efs_data_path, deployment.fsx_data_path)]
+def input_channels(deployment: Deployment, data_source: str, dataset: str,
+                   backbone: Optional[str], init_s3_uri: Optional[str] = None
+                   ) -> Tuple[Channel, ...]:
+    """The dataset as the `train` channel; with a backbone, its checkpoint as the `pretrained`
+    channel; with an earlier run to fine-tune from, its checkpoints as the `init` channel, from S3
+    whatever the data source (the file systems hold the datasets and backbones only)."""
+    channels = [_channel(deployment, data_source, job_io.TRAIN_CHANNEL,
+                         deployment.dataset_s3_uri(dataset), deployment.efs_dataset_path(dataset),
+                         deployment.fsx_dataset_path(dataset))]
     if backbone:
         below = job_io.pretrained_key_prefix("", backbone).rstrip("/")
         channels.append(_channel(
             deployment, data_source, job_io.PRETRAINED_CHANNEL,
             f"{deployment.pretrained_s3_uri}{below}/", f"{deployment.efs_pretrained_path}/{below}",
             deployment.fsx_pretrained_path and f"{deployment.fsx_pretrained_path}/{below}"))
+    if init_s3_uri:
+        channels.append(Channel(job_io.INIT_CHANNEL, init_s3_uri))
     return tuple(channels)
 
 
@@ -174,9 +187,11 @@ def _parsed(raw: Dict[str, object]) -> Hyperparameters:
         raise LaunchRequestError(str(error)) from None
 
 
-def training_plan(deployment: Deployment, options: LaunchOptions, s3_client) -> LaunchPlan:
+def training_plan(deployment: Deployment, options: LaunchOptions, s3_client,
+                  sagemaker_client=None) -> LaunchPlan:
     """The plan of one Mask R-CNN training launch; raises naming what cannot go out (the module
-    docstring lists it). `s3_client` looks up the staged inputs."""
+    docstring lists it). `s3_client` looks up the staged inputs; `sagemaker_client` the training
+    job a fine-tune names (`options.init_from`)."""
     problems = option_problems(options)
     if problems:
         raise LaunchRequestError("invalid launch:\n  - " + "\n  - ".join(problems))
@@ -192,7 +207,13 @@ def training_plan(deployment: Deployment, options: LaunchOptions, s3_client) -> 
     base = base_job_name(deployment, run_name)
     parsed = _parsed({**decoded, "distribution": distribution})
     notes: List[str] = []
-    if not options.use_pretrained:
+    init = None
+    if options.init_from is not None:
+        # The earlier run's weights stand for the pretrained backbone (its batch-norm statistics
+        # included): no `pretrained` channel is sent.
+        init = init_from.resolve(sagemaker_client, s3_client, deployment, options.init_from,
+                                 parsed)
+    elif not options.use_pretrained:
         notes.append(FROM_SCRATCH_WARNING)
         # Frozen statistics need pretrained ones. A frozen choice of the user's is left for the
         # request check to refuse, with the request.
@@ -204,11 +225,20 @@ def training_plan(deployment: Deployment, options: LaunchOptions, s3_client) -> 
                 why += (", and parameter servers have no synchronous step to normalize over the "
                         "global batch")
             notes.append(f"batch_norm={parsed.batch_norm}: {why}")
-    backbone = parsed.backbone if options.use_pretrained else None
-    missing = inputs.missing_training_inputs(s3_client, deployment, backbone)
+    backbone = parsed.backbone if options.use_pretrained and init is None else None
+    missing = inputs.missing_training_inputs(s3_client, deployment, options.dataset, backbone)
     if missing:
-        raise LaunchRequestError(inputs.refusal(missing))
-    channels = input_channels(deployment, options.data_source, backbone)
+        raise LaunchRequestError(inputs.refusal(missing, options.dataset))
+    if init is not None and init.s3_uri == deployment.checkpoint_s3_uri(base):
+        raise LaunchRequestError(
+            f"cannot fine-tune (--init-from, init_from): {init.s3_uri} holds the checkpoints of "
+            f"this run ({run_name}) itself; launching a run again resumes it without "
+            "--init-from, and a fine-tune needs a run name of its own")
+    if init is not None:
+        categories = inputs.dataset_info(s3_client, deployment, options.dataset).get("categories")
+        notes.append(init_from.describe(init, options.dataset, categories))
+    channels = input_channels(deployment, options.data_source, options.dataset, backbone,
+                              init.s3_uri if init else None)
     sent = {**options.hyperparameters, "batch_norm": parsed.batch_norm,
             "distribution": distribution, **toolkit}
     max_wait = None
@@ -217,10 +247,11 @@ def training_plan(deployment: Deployment, options: LaunchOptions, s3_client) -> 
         max_wait = int((2 * options.max_run_hours if wait_hours is None else wait_hours) * 3600)
     return LaunchPlan(
         distribution=distribution, ranks_per_host=ranks, hyperparameters=parsed,
-        sent_hyperparameters=sent, channels=channels, run_name=run_name, base_job_name=base,
+        sent_hyperparameters=sent, dataset=options.dataset, channels=channels,
+        run_name=run_name, base_job_name=base,
         checkpoint_s3_uri=deployment.checkpoint_s3_uri(base),
         input_mode=options.input_mode or (FAST_FILE if options.data_source == "s3" else FILE),
         tensorboard_s3_uri=deployment.tensorboard_s3_uri(base),
         keep_alive_seconds=options.keep_alive_seconds,
         max_run_seconds=int(options.max_run_hours * 3600), max_wait_seconds=max_wait,
-        notes=tuple(notes))
+        notes=tuple(notes), init=init)

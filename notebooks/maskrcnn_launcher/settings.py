@@ -30,16 +30,17 @@ class Deployment:
     region: str
     job_name_prefix: str
     data_bucket: str
-    data_prefix: str
+    datasets_prefix: str      # every dataset below it: <datasets prefix><name>/
+    imports_prefix: str       # exports users upload for the staging job: <imports prefix><name>/
     pretrained_prefix: str
     output_prefix: str
     checkpoint_prefix: str
     samples_prefix: str       # images for inference.ipynb
     kms_key_arn: str
     efs_id: str
-    efs_data_path: str
+    efs_datasets_path: str    # a dataset's directory is <efs datasets path>/<name>
     efs_pretrained_path: str
-    # One DataSync task per bucket prefix copied to EFS (dataset, pretrained backbone).
+    # One DataSync task per bucket prefix copied to EFS (the datasets, the pretrained backbones).
     datasync_task_arns: Tuple[str, ...]
     subnet_ids: Tuple[str, ...]
     security_group_ids: Tuple[str, ...]
@@ -58,12 +59,35 @@ class Deployment:
     # Absent when the deployment has FSx disabled.
     fsx_id: Optional[str] = None
     fsx_mount_name: Optional[str] = None
-    fsx_data_path: Optional[str] = None
+    fsx_datasets_path: Optional[str] = None
     fsx_pretrained_path: Optional[str] = None
 
+    def dataset_key_prefix(self, name: str) -> str:
+        return job_io.dataset_key_prefix(self.datasets_prefix, name)
+
+    def dataset_s3_uri(self, name: str) -> str:
+        """Where the dataset `name` is staged (its `train` channel from S3)."""
+        return f"s3://{self.data_bucket}/{self.dataset_key_prefix(name)}"
+
+    def import_key_prefix(self, name: str) -> str:
+        return job_io.import_key_prefix(self.imports_prefix, name)
+
+    def import_s3_uri(self, name: str) -> str:
+        """Where the user uploads the export the staging job converts into the dataset `name`."""
+        return f"s3://{self.data_bucket}/{self.import_key_prefix(name)}"
+
+    def efs_dataset_path(self, name: str) -> str:
+        return f"{self.efs_datasets_path}/{job_io.check_dataset_name(name)}"
+
+    def fsx_dataset_path(self, name: str) -> Optional[str]:
+        if self.fsx_datasets_path is None:
+            return None
+        return f"{self.fsx_datasets_path}/{job_io.check_dataset_name(name)}"
+
     @property
-    def data_s3_uri(self) -> str:
-        return f"s3://{self.data_bucket}/{self.data_prefix}"
+    def checkpoints_s3_uri(self) -> str:
+        """Every run's checkpoints are below it (one folder per run)."""
+        return f"s3://{self.data_bucket}/{self.checkpoint_prefix}"
 
     @property
     def pretrained_s3_uri(self) -> str:
@@ -137,7 +161,7 @@ def from_parameters(ssm_path: str, values: Dict[str, str]) -> Deployment:
     for prefix in ssm.PREFIXES:
         if not values[prefix].endswith("/") or values[prefix].startswith("/"):
             raise SettingsError(f"SSM parameter {ssm_path}/{prefix}={values[prefix]!r}: "
-                                "expected a key prefix like 'datasets/coco2017/'")
+                                "expected a key prefix like 'datasets/'")
     return Deployment(**fields)
 
 

@@ -8,7 +8,8 @@ than the run; the input mode (File or FastFile, File for a file system's channel
 keep-alive (within SageMaker's limit, not with spot) and, for training, where TensorBoard's
 summaries go (the contract's local path, the deployment's output prefix); no volume key on instance
 types with local storage (SageMaker rejects it; docs/aws-rules.md); the training job's channels
-(`train` required and read-only, `pretrained` optional, FSx paths starting with the mount name); the
+(`train` required and read-only, `pretrained` optional, `init` optional and below the checkpoint
+prefix, FSx paths starting with the mount name); the
 job's hyperparameters (with the job's own parser) and the distribution: the toolkit's
 hyperparameters that start it (the MPI runner for horovod, the TF_CONFIG flag for
 multi_worker_mirrored, none for parameter_server), and no other hyperparameter named like
@@ -72,6 +73,16 @@ def _channel_problems(channels: List[Mapping], deployment: Deployment) -> List[s
                             f"are {', '.join(job_io.TRAINING_CHANNELS)}")
     if job_io.TRAIN_CHANNEL not in names:
         problems.append(f"the training job needs a {job_io.TRAIN_CHANNEL!r} channel; got {names}")
+    for channel in channels:
+        if channel["ChannelName"] != job_io.INIT_CHANNEL:
+            continue
+        # An earlier run's checkpoints, which the training role reads below the checkpoint prefix
+        # (and nowhere else); from S3 whatever the data source.
+        uri = channel["DataSource"].get("S3DataSource", {}).get("S3Uri", "")
+        if not uri.startswith(deployment.checkpoints_s3_uri):
+            problems.append(f"channel {job_io.INIT_CHANNEL}: {uri or channel['DataSource']} is not "
+                            f"an S3 prefix below {deployment.checkpoints_s3_uri}, where the "
+                            "training role reads earlier runs' checkpoints")
     for channel in channels:
         source = channel["DataSource"].get("FileSystemDataSource")
         if source is None:
@@ -253,7 +264,9 @@ def _hyperparameter_problems(hps: Mapping[str, str], channels: List[Mapping],
         problems.append(str(error))
     else:
         has_pretrained = any(c["ChannelName"] == job_io.PRETRAINED_CHANNEL for c in channels)
-        for check in (lambda: hyperparameters.check_pretrained_channel(parsed, has_pretrained),
+        has_init = any(c["ChannelName"] == job_io.INIT_CHANNEL for c in channels)
+        for check in (lambda: hyperparameters.check_pretrained_channel(parsed, has_pretrained,
+                                                                       has_init),
                       lambda: hyperparameters.check_distribution(parsed)):
             try:
                 check()

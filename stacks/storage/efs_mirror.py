@@ -1,5 +1,5 @@
-"""EFS holding copies of the bucket's input prefixes (dataset, pretrained backbone), and one
-DataSync task per prefix that refreshes its copy."""
+"""EFS holding copies of the bucket's input prefixes (the datasets, the pretrained backbones), and
+one DataSync task per prefix that refreshes its copy."""
 
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ class EfsMirror(Construct):
 
         tasks = []
         for prefix, path in mirrors:
-            name = path.strip("/").replace("/", "-")  # '/datasets/coco2017' -> 'datasets-coco2017'
+            name = path.strip("/").replace("/", "-")  # '/data/set' -> 'data-set'
             scope = Construct(self, name)
             source = datasync.CfnLocationS3(
                 scope, "Source",

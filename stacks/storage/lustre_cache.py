@@ -1,5 +1,5 @@
-"""FSx for Lustre as a cache of the bucket's input prefixes, dataset and pretrained backbone (one
-data repository association each)."""
+"""FSx for Lustre as a cache of the bucket's input prefixes, the datasets and the pretrained
+backbones (one data repository association each)."""
 
 from __future__ import annotations
 
@@ -19,22 +19,29 @@ DEPLOYMENT_TYPES = {
 # The service-linked role FSx uses to read and write the linked bucket; one per file system,
 # named after its id, so the key policy matches the role path.
 FSX_S3_ROLE_PATH = "role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/*"
+# The file system's construct id. Earlier deployments linked one dataset, `/datasets/coco2017`, on
+# the file system "FileSystem"; an association at `/datasets` overlaps it, which FSx refuses while
+# the old one exists, and CloudFormation creates a replacement before it deletes what it replaces
+# (docs/aws-rules.md FSX-5, FSX-6). So the associations of every dataset live on a file system of
+# another id: an existing deployment gets a new file system, associations and all, in one update,
+# and the old one goes with its association afterwards (a cache of S3: nothing is lost).
+FILE_SYSTEM_ID = "DatasetsFileSystem"
 
 
 class LustreCache(Construct):
-    """A Lustre 2.15 file system that imports `s3://<bucket>/<prefix>` at `data_path` and
-    `s3://<bucket>/<pretrained_prefix>` at `pretrained_path` (two data repository associations;
-    the paths must not nest) and keeps importing new, changed and deleted objects. Destroyed with
-    the stack: S3 holds the data."""
+    """A Lustre 2.15 file system that imports `s3://<bucket>/<datasets_prefix>` (every dataset) at
+    `datasets_path` and `s3://<bucket>/<pretrained_prefix>` at `pretrained_path` (two data
+    repository associations; the paths must not nest) and keeps importing new, changed and deleted
+    objects. Destroyed with the stack: S3 holds the data."""
 
     def __init__(self, scope: Construct, construct_id: str, *, vpc: ec2.IVpc, subnet: ec2.ISubnet,
                  security_group: ec2.ISecurityGroup, bucket: s3.IBucket, key: kms.IKey,
-                 prefix: str, data_path: str, pretrained_prefix: str, pretrained_path: str,
-                 deployment_type: str, capacity_gib: int,
+                 datasets_prefix: str, datasets_path: str, pretrained_prefix: str,
+                 pretrained_path: str, deployment_type: str, capacity_gib: int,
                  throughput_per_tib: int | None) -> None:
         super().__init__(scope, construct_id)
         self.file_system = fsx.LustreFileSystem(
-            self, "FileSystem",
+            self, FILE_SYSTEM_ID,
             vpc=vpc,
             # A Lustre file system lives in one subnet; jobs in the other AZ reach it across AZs.
             vpc_subnet=subnet,
@@ -51,13 +58,15 @@ class LustreCache(Construct):
             ),
             removal_policy=RemovalPolicy.DESTROY,
         )
-        data = self._link("DataRepositoryAssociation", bucket, prefix, data_path)
+        datasets = self._link("DatasetsRepositoryAssociation", bucket, datasets_prefix,
+                              datasets_path)
         pretrained = self._link("PretrainedRepositoryAssociation", bucket, pretrained_prefix,
                                 pretrained_path)
         # FSx works on one association request at a time (Rule FSX-5): one after the other.
-        pretrained.node.add_dependency(data)
-        # SageMaker wants an FSx channel's directory path to start with the mount name.
-        self.data_path = f"/{self.file_system.mount_name}{data_path}"
+        pretrained.node.add_dependency(datasets)
+        # SageMaker wants an FSx channel's directory path to start with the mount name; a
+        # dataset's channel is <datasets_path>/<name>.
+        self.datasets_path = f"/{self.file_system.mount_name}{datasets_path}"
         self.pretrained_path = f"/{self.file_system.mount_name}{pretrained_path}"
         # FSx reads the bucket through a service-linked role whose policy lacks our key.
         stack = Stack.of(self)

@@ -1,10 +1,11 @@
 """Storage: the S3 data bucket, FSx for Lustre linked to the bucket, EFS with its S3 -> EFS copy.
 
-One dataset, three ways to read it. COCO lands once in `s3://<bucket>/<data_prefix>` and the
-backbone checkpoints in `s3://<bucket>/pretrained/`; FSx sees each prefix through its own data
-repository association (auto import), EFS gets a DataSync copy of each (one task per prefix). All
-three use the same path below their root, `/<prefix>` without its trailing '/'
-(`/datasets/coco2017`, `/pretrained`), so a job's channel differs only in its root.
+Every dataset, three ways to read it. Each lands once in `s3://<bucket>/<datasets_prefix><name>/`
+(COCO 2017 as `coco2017`) and the backbone checkpoints in `s3://<bucket>/pretrained/`; FSx sees
+each of the two prefixes through its own data repository association (auto import), EFS gets a
+DataSync copy of each (one task per prefix), so a dataset staged later needs no change here. All
+three use the same path below their root, `/<prefix>` without its trailing '/' (`/datasets/<name>`,
+`/pretrained`), so a job's channel differs only in its root.
 """
 
 from __future__ import annotations
@@ -29,14 +30,14 @@ class Storage(Construct):
         self.data_key = key
         self.data_bucket = DataBucket(self, "Data", key=key).bucket
         output(self, "DataBucketName", self.data_bucket.bucket_name,
-                  description=f"COCO goes to s3://<bucket>/{config.data_prefix}")
+                  description=f"Datasets go to s3://<bucket>/{config.datasets_prefix}<name>/")
         subnets = network.private.subnets
         self.fsx = None
         if config.fsx_enabled:
             self.fsx = LustreCache(
                 self, "Fsx", vpc=network.vpc, subnet=subnets[0], security_group=network.fsx_sg,
-                bucket=self.data_bucket, key=key, prefix=config.data_prefix,
-                data_path=config.data_path, pretrained_prefix=config.bucket.pretrained,
+                bucket=self.data_bucket, key=key, datasets_prefix=config.datasets_prefix,
+                datasets_path=config.datasets_path, pretrained_prefix=config.bucket.pretrained,
                 pretrained_path=config.pretrained_path, deployment_type=config.fsx_deployment_type,
                 capacity_gib=config.fsx_storage_capacity_gib,
                 throughput_per_tib=config.fsx_throughput)

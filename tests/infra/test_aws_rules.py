@@ -62,15 +62,18 @@ def test_fsx_associations_are_few_on_lustre_2_15_with_paths_that_do_not_nest(def
         assert sum(1 for a in associations.values() if set(a.get("DependsOn", [])) & set(associations)) == 1
 
 
-@pytest.mark.parametrize("data_prefix", ["pretrained/", "pretrained/coco2017/"])
-def test_a_data_prefix_nested_with_the_pretrained_prefix_is_refused(data_prefix):
+@pytest.mark.parametrize("datasets_prefix", ["pretrained/", "pretrained/coco2017/", "imports/",
+                                             "jobs/datasets/", "checkpoints/"])
+def test_a_datasets_prefix_nested_with_another_prefix_is_refused(datasets_prefix):
     """Rules FSX-5 and DS-1: nested associations are refused by FSx; nested DataSync copies with
-    REMOVE would delete each other's files."""
+    REMOVE would delete each other's files. Nor may the file systems (and the training role, which
+    reads every dataset) receive the raw exports, outputs or checkpoints."""
     from stacks.config import ConfigError, DeploymentConfig
 
-    with pytest.raises(ConfigError, match="maskrcnn:data_prefix: .*'pretrained/'"):
-        DeploymentConfig.from_mapping({"data_prefix": data_prefix})
-    assert DeploymentConfig.from_mapping({"data_prefix": "pretrained-coco/"}).data_path == "/pretrained-coco"
+    with pytest.raises(ConfigError, match="maskrcnn:datasets_prefix: .*'pretrained/'"):
+        DeploymentConfig.from_mapping({"datasets_prefix": datasets_prefix})
+    assert DeploymentConfig.from_mapping(
+        {"datasets_prefix": "pretrained-coco/"}).datasets_path == "/pretrained-coco"
 
 
 def test_datasync_copies_that_remove_files_have_destinations_that_do_not_nest(default_app, variant_app):
@@ -82,7 +85,7 @@ def test_datasync_copies_that_remove_files_have_destinations_that_do_not_nest(de
         assert all(t["Properties"]["Options"]["PreserveDeletedFiles"] == "REMOVE" for t in tasks)
         destinations = [raw["Resources"][t["Properties"]["DestinationLocationArn"]["Fn::GetAtt"][0]]
                         ["Properties"]["Subdirectory"] for t in tasks]
-        assert sorted(destinations) == ["/datasets/coco2017", "/pretrained"]
+        assert sorted(destinations) == ["/datasets", "/pretrained"]
         assert not _nested(destinations)
 
 
@@ -340,3 +343,19 @@ def test_only_actions_that_take_no_resource_are_granted_on_star(default_app, var
             required = [r["name"] for r in _service_authorization(action)["resourceTypes"]
                         if r.get("required")]
             assert not required, f"{action} takes {required}: scope it instead of '*'"
+
+
+def test_the_datasets_association_lives_on_a_file_system_of_its_own_id(default_app):
+    """Rules FSX-5 and FSX-6: on a deployment that linked `/datasets/coco2017`, an association at
+    `/datasets` on the same file system would be created (a replacement comes first) while the old
+    one still overlaps it, which FSx refuses; on a file system of another logical id the update
+    creates a new one, associations and all, and deletes the old one afterwards."""
+    from stacks.storage.lustre_cache import FILE_SYSTEM_ID
+
+    file_systems = of_type(default_app.deployment, "AWS::FSx::FileSystem")
+    assert len(file_systems) == 1
+    logical_id, = file_systems
+    assert logical_id.startswith(f"StorageFsx{FILE_SYSTEM_ID}")
+    assert not logical_id.startswith("StorageFsxFileSystem")  # the single-dataset deployments'
+    associations = of_type(default_app.deployment, "AWS::FSx::DataRepositoryAssociation")
+    assert {a["Properties"]["FileSystemId"]["Ref"] for a in associations.values()} == {logical_id}

@@ -50,7 +50,7 @@ def test_defaults_are_valid_and_deploy_fsx_persistent_2():
     ({"deployment_name": "maskrcnn-"}, "maskrcnn:deployment_name", "ending in a letter or a digit"),
     ({"notebook_instance_type": "m5.xlarge"}, "maskrcnn:notebook_instance_type", "ml.t3.large"),
     ({"notebook_volume_gib": 2}, "maskrcnn:notebook_volume_gib", "5 to 16384"),
-    ({"data_prefix": "datasets/coco2017"}, "maskrcnn:data_prefix", "ending in '/'"),
+    ({"datasets_prefix": "datasets"}, "maskrcnn:datasets_prefix", "ending in '/'"),
     ({"git_username": "bot"}, "maskrcnn:git_username", "unless maskrcnn:git_repository_url"),
     ({"git_repository_url": "git@github.com:a/b.git"}, "maskrcnn:git_repository_url", "https://"),
     ({"git_repository_url": "https://github.com/a/b.git", "nat_gateways": 0},
@@ -99,7 +99,7 @@ def test_unknown_key_is_named_with_the_nearest_known_one_and_every_known_one():
         config(fsx_capacity=1200)
     assert str(error.value).startswith(
         "maskrcnn:fsx_capacity: unknown setting; did you mean maskrcnn:fsx_storage_capacity_gib?\n"
-        "known settings: maskrcnn:availability_zones, maskrcnn:data_prefix, ")
+        "known settings: maskrcnn:availability_zones, maskrcnn:datasets_prefix, ")
 
 
 @pytest.mark.parametrize("context, message", [

@@ -85,6 +85,6 @@ def test_summary_lists_stacks_resources_outputs_and_parameters(default_app):
     summarize(default_app.outdir, out=out)
     text = out.getvalue()
     for expected in ("1 stack", "== maskrcnn", "AWS::FSx::FileSystem", "AWS::SageMaker::NotebookInstance",
-                     "/maskrcnn/training-role-arn = ", "/maskrcnn/data-prefix = datasets/coco2017/",
+                     "/maskrcnn/training-role-arn = ", "/maskrcnn/datasets-prefix = datasets/",
                      "ParameterPath = /maskrcnn", "NotebookUrl = "):
         assert expected in text, expected

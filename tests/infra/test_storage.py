@@ -63,11 +63,13 @@ def test_fsx_persistent_2_lustre_2_15_encrypted_with_context_capacity(default_ap
     assert "ImportPath" not in lustre  # the association does the linking
 
 
-def test_fsx_associations_auto_import_the_coco_and_pretrained_prefixes(default_app):
+def test_fsx_associations_auto_import_every_dataset_and_the_pretrained_prefix(default_app):
+    """One association for the datasets prefix: a dataset staged later needs no change, and
+    nothing else of the bucket (imports, outputs, checkpoints) reaches the file system."""
     raw = default_app.deployment
     associations = {a["Properties"]["FileSystemPath"]: a
                     for a in of_type(raw, "AWS::FSx::DataRepositoryAssociation").values()}
-    assert set(associations) == {"/datasets/coco2017", "/pretrained"}
+    assert set(associations) == {"/datasets", "/pretrained"}
     for path, association in associations.items():
         props = association["Properties"]
         assert props["S3"]["AutoImportPolicy"]["Events"] == ["NEW", "CHANGED", "DELETED"]
@@ -83,7 +85,8 @@ def test_fsx_service_role_may_decrypt_only_through_s3(default_app):
     assert "kms:ViaService" in statement["Condition"]["StringEquals"]
 
 
-def test_datasync_copies_the_coco_and_pretrained_prefixes_to_efs_over_tls_mirroring_deletes(default_app):
+def test_datasync_copies_every_dataset_and_the_pretrained_prefix_to_efs_over_tls(default_app):
+    """One task for the datasets prefix (every dataset, nothing else), mirroring deletes."""
     raw = default_app.deployment
     tasks = of_type(raw, "AWS::DataSync::Task").values()
     copies = {}
@@ -100,18 +103,18 @@ def test_datasync_copies_the_coco_and_pretrained_prefixes_to_efs_over_tls_mirror
         assert props["Options"]["VerifyMode"] == "ONLY_FILES_TRANSFERRED"
         assert props["CloudWatchLogGroupArn"]
     assert copies == {
-        "maskrcnn-s3-to-efs-datasets-coco2017": ("/datasets/coco2017/", "/datasets/coco2017"),
+        "maskrcnn-s3-to-efs-datasets": ("/datasets/", "/datasets"),
         "maskrcnn-s3-to-efs-pretrained": ("/pretrained/", "/pretrained"),
     }
 
 
-def test_datasync_read_role_reads_only_the_coco_and_pretrained_prefixes(default_app):
+def test_datasync_read_role_reads_only_the_datasets_and_pretrained_prefixes(default_app):
     raw = default_app.deployment
     policy = statements_of(raw, "StorageEfsS3ReadRole")
     allowed = actions(policy)
     assert "s3:PutObject" not in allowed and "s3:DeleteObject" not in allowed
     objects = next(s for s in policy if s["Action"] == "s3:GetObject")
-    assert [r["Fn::Join"][1][-1] for r in objects["Resource"]] == ["/datasets/coco2017/*", "/pretrained/*"]
+    assert [r["Fn::Join"][1][-1] for r in objects["Resource"]] == ["/datasets/*", "/pretrained/*"]
 
 
 def test_existing_efs_is_imported_with_new_mount_targets_and_scratch_2_fsx(variant_app):

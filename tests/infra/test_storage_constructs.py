@@ -23,7 +23,8 @@ def test_lustre_cache_links_both_prefixes_one_after_the_other_and_names_paths_fr
     stack, vpc, inputs = bare_stack()
     cache = LustreCache(stack, "Cache", subnet=vpc.isolated_subnets[0],
                         security_group=ec2.SecurityGroup(stack, "Sg", vpc=vpc),
-                        prefix="data/set/", data_path="/data/set", pretrained_prefix="weights/",
+                        datasets_prefix="data/set/", datasets_path="/data/set",
+                        pretrained_prefix="weights/",
                         pretrained_path="/weights", deployment_type="PERSISTENT_1",
                         capacity_gib=2400, throughput_per_tib=100, **inputs)
     raw = Template.from_stack(stack).to_json()
@@ -37,7 +38,7 @@ def test_lustre_cache_links_both_prefixes_one_after_the_other_and_names_paths_fr
     data_id = next(k for k, a in associations.items() if a["Properties"]["FileSystemPath"] == "/data/set")
     pretrained = next(a for a in associations.values() if a["Properties"]["FileSystemPath"] == "/weights")
     assert pretrained["DependsOn"] == [data_id]
-    for path, expected in ((cache.data_path, "/data/set"), (cache.pretrained_path, "/weights")):
+    for path, expected in ((cache.datasets_path, "/data/set"), (cache.pretrained_path, "/weights")):
         parts = stack.resolve(path)["Fn::Join"][1]
         assert parts == ["/", {"Fn::GetAtt": [file_system_id, "LustreMountName"]}, expected]
 

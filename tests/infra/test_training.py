@@ -10,7 +10,9 @@ from tests.infra.templates import actions, actions_on, of_type, statements_of
 
 def test_training_role_reads_data_and_writes_only_outputs_and_checkpoints(default_app):
     statements = statements_of(default_app.deployment, "TrainingJobRole")
-    assert actions_on(statements, "/datasets/coco2017/*") == {"s3:GetObject"}
+    # Every dataset, not the raw exports of the imports prefix.
+    assert actions_on(statements, "/datasets/*") == {"s3:GetObject"}
+    assert actions_on(statements, "/imports/*") == set()
     assert actions_on(statements, "/pretrained/*") == {"s3:GetObject"}
     for prefix in ("/jobs/*", "/checkpoints/*"):
         assert {"s3:PutObject", "s3:GetObject"} <= actions_on(statements, prefix)
@@ -19,9 +21,12 @@ def test_training_role_reads_data_and_writes_only_outputs_and_checkpoints(defaul
     assert not any(a.startswith(("iam:", "sagemaker:", "fsx:Create", "elasticfilesystem:Create")) for a in every_action)
 
 
-def test_staging_role_writes_the_dataset_and_pretrained_prefixes(default_app):
+def test_staging_role_reads_the_imports_and_writes_the_datasets_and_pretrained_prefixes(
+        default_app):
     statements = statements_of(default_app.deployment, "TrainingStagingRole")
-    assert "s3:PutObject" in actions_on(statements, "/datasets/coco2017/*")
+    assert "s3:PutObject" in actions_on(statements, "/datasets/*")
+    # It converts the exports users upload, and writes none.
+    assert actions_on(statements, "/imports/*") == {"s3:GetObject"}
     # The staging job also uploads the backbone checkpoint.
     assert "s3:PutObject" in actions_on(statements, "/pretrained/*")
     assert actions_on(statements, "/checkpoints/*") == set()
@@ -144,11 +149,13 @@ def test_ssm_parameters_publish_every_launcher_value_under_the_deployment_path(d
                                 (variant_app, "/mrcnn-dev/", set(ssm.ALL))):
         parameters = {path + name: value for name, value in published(app, path).items()}
         assert {name.removeprefix(path) for name in parameters} == expected
-        assert parameters[path + "data-prefix"] == "datasets/coco2017/"
-        assert parameters[path + "efs-data-path"] == "/datasets/coco2017"
+        assert parameters[path + "datasets-prefix"] == "datasets/"
+        assert parameters[path + "imports-prefix"] == "imports/"
+        assert parameters[path + "efs-datasets-path"] == "/datasets"
         assert parameters[path + "efs-pretrained-path"] == "/pretrained"
         assert parameters[path + "job-name-prefix"] == path.strip("/")
-        for name, expected in (("fsx-data-path", "/datasets/coco2017"), ("fsx-pretrained-path", "/pretrained")):
+        for name, expected in (("fsx-datasets-path", "/datasets"),
+                               ("fsx-pretrained-path", "/pretrained")):
             fsx_path = parameters[path + name]["Fn::Join"][1]
             assert fsx_path[0] == "/" and fsx_path[-1] == expected
         # Every DataSync task of the deployment, comma-separated.

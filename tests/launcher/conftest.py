@@ -28,8 +28,8 @@ INFERENCE_IMAGES = {
     processor: (f"763104351884.dkr.ecr.{REGION}.amazonaws.com/tensorflow-inference:"
                 f"2.18.0-{processor}-py310-{'cu122-' if processor == 'gpu' else ''}ubuntu20.04-sagemaker")
     for processor in ("gpu", "cpu")}
-# The bucket prefixes a deployment copies to EFS and links to FSx: dataset, pretrained backbone.
-INPUT_PREFIXES = ("datasets/coco2017/", "pretrained/")
+# The bucket prefixes a deployment copies to EFS and links to FSx: every dataset, the backbones.
+INPUT_PREFIXES = ("datasets/", "pretrained/")
 
 
 def _environment(endpoint: str) -> dict:
@@ -89,7 +89,8 @@ def _seed(aws: FakeAws) -> dict:
         "region": REGION,
         "job-name-prefix": JOB_PREFIX,
         "data-bucket": BUCKET,
-        "data-prefix": "datasets/coco2017/",
+        "datasets-prefix": "datasets/",
+        "imports-prefix": "imports/",
         "pretrained-prefix": "pretrained/",
         "output-prefix": "jobs/",
         "checkpoint-prefix": "checkpoints/",
@@ -97,11 +98,11 @@ def _seed(aws: FakeAws) -> dict:
         "internet-egress": "true",
         "kms-key-arn": key,
         "efs-id": efs_id,
-        "efs-data-path": "/datasets/coco2017",
+        "efs-datasets-path": "/datasets",
         "efs-pretrained-path": "/pretrained",
         "fsx-id": fsx_id,
         "fsx-mount-name": FSX_MOUNT_NAME,
-        "fsx-data-path": f"/{FSX_MOUNT_NAME}/datasets/coco2017",
+        "fsx-datasets-path": f"/{FSX_MOUNT_NAME}/datasets",
         "fsx-pretrained-path": f"/{FSX_MOUNT_NAME}/pretrained",
         "datasync-task-arns": ",".join(tasks),
         "subnet-ids": ",".join(subnets),
@@ -215,15 +216,19 @@ def deployment(fake_aws):
 
 def completed_training_job(fake_aws, run: str = "serve", with_model: bool = True,
                            hyperparameters: dict = None, environment: dict = None,
-                           with_report: bool = True) -> str:
+                           with_report: bool = True, checkpoint_s3_uri: str = None) -> str:
     """A training job of the deployment that moto reports Completed at once, with its
     model.tar.gz in the bucket (unless `with_model` is False; the evaluation report beside the
-    model unless `with_report` is False: fake_aws.model_archive). Returns its name."""
+    model unless `with_report` is False: fake_aws.model_archive) and, given `checkpoint_s3_uri`,
+    the CheckpointConfig a launch sends. Returns its name."""
     import uuid
 
     name = f"{JOB_PREFIX}-{run}-{uuid.uuid4().hex[:6]}-20260101120000"
     params = fake_aws.parameters
-    fake_aws.client("sagemaker").create_training_job(
+    extra = {"CheckpointConfig": {"S3Uri": checkpoint_s3_uri,
+                                  "LocalPath": job_io.CHECKPOINT_LOCAL_PATH}} \
+        if checkpoint_s3_uri else {}
+    fake_aws.client("sagemaker").create_training_job(**extra,
         TrainingJobName=name, RoleArn=params["training-role-arn"],
         AlgorithmSpecification={"TrainingImage": params["training-image-uri"],
                                 "TrainingInputMode": "File"},

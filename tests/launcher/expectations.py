@@ -34,7 +34,8 @@ def assert_training_request(sent: dict, params: dict, data_source: str, instance
     assert re.fullmatch(rf"{JOB_PREFIX}-{run_pattern}-\d{{14}}", name), name
     run = name.rsplit("-", 1)[0]
     channels = {c["ChannelName"]: c["DataSource"] for c in sent["InputDataConfig"]}
-    assert set(channels) == set(job_io.TRAINING_CHANNELS)
+    # The dataset and the backbone; no earlier run to fine-tune from.
+    assert set(channels) == {job_io.TRAIN_CHANNEL, job_io.PRETRAINED_CHANNEL}
     # Both inputs from the launch's data source, the backbone's checkpoint in pretrained/resnet50/.
     for name, below in (("train", "datasets/coco2017"), ("pretrained", "pretrained/resnet50")):
         if data_source == "s3":

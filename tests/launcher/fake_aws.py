@@ -56,6 +56,12 @@ INVOCATION_ANSWER = {
                                             for _ in range(28)]}],
 }
 
+# What the fake staging job writes as a dataset's dataset_info.json (data/layout.py's DatasetInfo).
+STAGED_INFO = {"num_classes": 3, "categories": [{"id": 1, "name": "bolt", "source_id": 3},
+                                                {"id": 2, "name": "nut", "source_id": 17}],
+               "splits": {"train": {"num_images": 8, "num_instances": 20, "shards": []},
+                          "val": {"num_images": 2, "num_instances": 5, "shards": []}}}
+
 # What the fake training job prints: real metric lines, formatted by the job's own module.
 TRAINING_LOG = [
     "rank 0 on algo-1: starting",
@@ -236,7 +242,9 @@ class FakeAws:
             s3.put_object(Bucket=bucket, Key=prefix + "tfrecords/train-00000-of-00001.tfrecord",
                           Body=b"records")
             s3.put_object(Bucket=bucket, Key=prefix + job_io.DATASET_COMPLETE_MARKER,
-                          Body=json.dumps({"num_classes": 91}).encode())
+                          Body=json.dumps(STAGED_INFO).encode())
+            if job_io.STAGING_PRETRAINED_S3_URI not in hps:
+                return
             bucket, _, prefix = hps[job_io.STAGING_PRETRAINED_S3_URI][len("s3://"):].partition("/")
             for backbone in hps[job_io.STAGING_BACKBONES].split(","):
                 for name in ("ckpt-28080.data-00000-of-00001", "ckpt-28080.index",

@@ -148,7 +148,8 @@ def test_fsx_status_filters_by_the_file_system(fake_aws):
     assert result.returncode == 0, result.stderr
     dataset, pretrained = json.loads(result.stdout)  # one association per prefix
     assert dataset["lifecycle"] == pretrained["lifecycle"] == "AVAILABLE"
-    assert dataset["s3"].endswith("/datasets/coco2017/") and dataset["fsx_path"] == "/datasets/coco2017"
+    # One association for every dataset below the datasets prefix.
+    assert dataset["s3"].endswith("/datasets/") and dataset["fsx_path"] == "/datasets"
     assert pretrained["s3"].endswith("/pretrained/") and pretrained["fsx_path"] == "/pretrained"
 
 

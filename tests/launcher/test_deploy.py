@@ -201,7 +201,7 @@ def test_the_latest_completed_training_job_is_served_by_default(fake_aws, deploy
     older = completed_training_job(fake_aws, run="older")
     newest = completed_training_job(fake_aws, run="newest")
     # Named as the launcher names it, and known by the program it runs as well.
-    completed_training_job(fake_aws, run="stage-coco", environment={
+    completed_training_job(fake_aws, run="stage-coco2017", environment={
         job_io.PROGRAM_ENV: job_io.STAGING_PROGRAM}, hyperparameters={
         job_io.STAGING_S3_URI: f"s3://{BUCKET}/datasets/coco2017/",
         job_io.STAGING_PRETRAINED_S3_URI: f"s3://{BUCKET}/pretrained/",

@@ -165,13 +165,15 @@ def test_prepare_data_stages_syncs_reports_and_can_rerun(fake_aws):
     assert len(sent) == 1
     staging = sent[0]
     params = fake_aws.parameters
-    assert staging["TrainingJobName"].startswith("maskrcnn-test-stage-coco-")
+    assert staging["TrainingJobName"].startswith("maskrcnn-test-stage-coco2017-")
     assert staging["RoleArn"] == params["staging-role-arn"]
     assert staging["AlgorithmSpecification"]["TrainingImage"] == params["training-image-uri"]
-    # The image's ENV names train.py: only the request's Environment starts stage_coco.py.
+    # The image's ENV names train.py: only the request's Environment starts stage_dataset.py.
     assert staging["Environment"] == {"SAGEMAKER_PROGRAM": job_io.STAGING_PROGRAM}
     assert "sagemaker_program" not in staging["HyperParameters"]
     assert staging["HyperParameters"][job_io.STAGING_S3_URI] == f"s3://{BUCKET}/datasets/coco2017/"
+    assert staging["HyperParameters"][job_io.STAGING_DATASET] == "coco2017"
+    assert job_io.STAGING_IMPORT_S3_URI not in staging["HyperParameters"]
     assert staging["HyperParameters"][job_io.STAGING_PRETRAINED_S3_URI] == f"s3://{BUCKET}/pretrained/"
     assert staging["HyperParameters"][job_io.STAGING_BACKBONES] == "resnet50"
     assert "to stage COCO 2017" in first and "the resnet50 checkpoint" in first

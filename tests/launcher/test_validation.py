@@ -58,8 +58,8 @@ def _fs(request):
     (lambda r: r["HyperParameters"].update(sagemaker_program="other.py"),
      "hyperparameter sagemaker_program='other.py': the training image's ENV SAGEMAKER_PROGRAM "
      "wins over it"),
-    (lambda r: r.update(Environment={"SAGEMAKER_PROGRAM": "stage_coco.py"}),
-     "a training job must start train.py, and this request starts stage_coco.py"),
+    (lambda r: r.update(Environment={"SAGEMAKER_PROGRAM": "stage_dataset.py"}),
+     "a training job must start train.py, and this request starts stage_dataset.py"),
     # The staging job's test seam (its sources file) must never reach a launched job.
     (lambda r: r.update(Environment={"MASKRCNN_STAGING_SOURCES": "/tmp/sources.json"}),
      "Environment ['MASKRCNN_STAGING_SOURCES']: the launcher sends only SAGEMAKER_PROGRAM"),
@@ -101,10 +101,10 @@ def test_staging_request_passes_as_staging_and_not_as_training(fake_aws, deploym
     assert request["RoleArn"] == deployment.staging_role_arn
     assert "is not the deployment's training role" in problems_of(request, deployment)
     # What starts its program: the request's Environment over the image's ENV (SM-14).
-    assert request["Environment"] == {"SAGEMAKER_PROGRAM": "stage_coco.py"}
+    assert request["Environment"] == {"SAGEMAKER_PROGRAM": "stage_dataset.py"}
     without = copy.deepcopy(request)
     del without["Environment"]
-    assert ("a staging job must start stage_coco.py, and this request starts train.py"
+    assert ("a staging job must start stage_dataset.py, and this request starts train.py"
             in problems_of(without, deployment, validation.STAGING))
 
 
@@ -116,18 +116,20 @@ def test_a_deployment_without_internet_egress_refuses_the_staging_job_naming_the
         jobs.staging_job(isolated, shared_boto_session())
     message = str(error.value)
     assert "internet-egress=false" in message
-    assert (f"training_code/stage_coco.py --s3-uri s3://{BUCKET}/datasets/coco2017/ "
-            f"--pretrained-s3-uri s3://{BUCKET}/pretrained/") in message
+    assert (f"training_code/stage_dataset.py --dataset coco2017 --s3-uri "
+            f"s3://{BUCKET}/datasets/coco2017/ --pretrained-s3-uri s3://{BUCKET}/pretrained/"
+            ) in message
 
 
 def test_fsx_path_from_ssm_must_start_with_the_mount_name(deployment):
-    broken = dataclasses.replace(deployment, fsx_data_path="/datasets/coco2017")
+    broken = dataclasses.replace(deployment, fsx_datasets_path="/datasets")
     with pytest.raises(LaunchRequestError, match="/abcd1234/"):
         sent(broken, data_source="fsx")
 
 
 def test_fsx_disabled_deployment_says_so(deployment):
-    no_fsx = dataclasses.replace(deployment, fsx_id=None, fsx_mount_name=None, fsx_data_path=None)
+    no_fsx = dataclasses.replace(deployment, fsx_id=None, fsx_mount_name=None,
+                                 fsx_datasets_path=None)
     with pytest.raises(LaunchRequestError, match="no FSx file system"):
         sent(no_fsx, data_source="fsx")
 
@@ -178,7 +180,7 @@ def test_launcher_reads_exactly_the_contracts_parameters():
 
 
 def test_missing_ssm_parameters_are_listed():
-    with pytest.raises(settings.SettingsError, match="efs-id, efs-data-path"):
+    with pytest.raises(settings.SettingsError, match="efs-id, efs-datasets-path"):
         settings.from_parameters("/x", {"region": "eu-west-2"})
 
 
@@ -214,7 +216,7 @@ def test_a_launch_without_its_dataset_or_backbone_is_refused_before_sending(fake
     assert f"s3://{BUCKET}/datasets/coco2017/dataset_info.json is missing" in message
     assert f"no resnet50 checkpoint (.index and .data-*) in s3://{BUCKET}/pretrained/resnet50/" \
         in message
-    assert "python -m maskrcnn_launcher stage-coco --wait" in message
+    assert "python -m maskrcnn_launcher stage-dataset --dataset coco2017 --wait" in message
     # Half-staged: an .index without its data is no checkpoint yet (the staging job uploads the
     # data first, so this is one that is still uploading or was cut short).
     s3 = fake_aws.client("s3")
@@ -234,7 +236,7 @@ def test_a_backbone_without_a_published_checkpoint_is_refused_with_what_to_do(de
         sent(deployment, data_source="s3", hyperparameters={"backbone": "resnet101"})
     message = str(refused.value)
     assert "no resnet101 checkpoint" in message and "publishes no ImageNet checkpoint" in message
-    assert "--no-pretrained" in message and "stage-coco" not in message
+    assert "--no-pretrained" in message and "stage-dataset" not in message
 
 
 def test_without_pretrained_weights_the_launch_warns_and_synchronizes_batch_norm(deployment,

@@ -14,6 +14,21 @@ def small_coco(tmp_path_factory):
     return str(out)
 
 
+@pytest.fixture
+def s3(monkeypatch):
+    """A moto S3 client with the deployment's data bucket (tests/iam/deployment.BUCKET)."""
+    import boto3
+    from moto import mock_aws
+
+    from tests.iam.deployment import BUCKET
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with mock_aws():
+        client = boto3.client("s3")
+        client.create_bucket(Bucket=BUCKET)
+        yield client
+
+
 @pytest.fixture(scope="module")
 def launcher_deployment():
     """The launcher tests' fake deployment (a moto server of its own, seeded the same way), whose

@@ -224,10 +224,12 @@ def test_records_equal_model_gardens_for_the_same_image(small_coco):
     image = sorted(dataset["images"], key=lambda im: im["id"])[0]
     anns = sorted((a for a in dataset["annotations"] if a["image_id"] == image["id"]),
                   key=lambda a: a["id"])
-    names = {c["id"]: c["name"] for c in dataset["categories"]}
+    # The synthetic set's ids are 1..K already: the contiguous ids are the original ones.
+    labels = {c["id"]: (c["id"], c["name"]) for c in dataset["categories"]}
     image_dir = os.path.join(small_coco, "train2017")
-    framed, problem = coco_to_tfrecord._encode_image((image, anns, image_dir, names))
-    assert problem is None
+    framed, problem, turned = coco_to_tfrecord._encode_image(
+        (image, anns, image_dir, labels, False))
+    assert problem is None and not turned
     record = framed[12:-4]  # length (8) + its CRC (4), the record, its CRC (4)
     with open(os.path.join(image_dir, image["file_name"]), "rb") as f:
         encoded = f.read()
@@ -251,7 +253,7 @@ def test_records_equal_model_gardens_for_the_same_image(small_coco):
         "image/object/bbox/ymax": convert(list(np.clip(boxes[:, 1] + boxes[:, 3], 0, h) / h),
                                           "float_list"),
         "image/object/class/label": convert([a["category_id"] for a in anns], "int64_list"),
-        "image/object/class/text": convert([names[a["category_id"]].encode() for a in anns],
+        "image/object/class/text": convert([labels[a["category_id"]][1].encode() for a in anns],
                                            "bytes_list"),
         "image/object/is_crowd": convert([a.get("iscrowd", 0) for a in anns], "int64_list"),
         "image/object/area": convert([float(a["area"]) for a in anns], "float_list"),

@@ -41,9 +41,9 @@ def test_the_requests_environment_is_set_over_this_machines_and_the_images(tmp_p
     machine = {"HOROVOD_CYCLE_TIME": "10", "SAGEMAKER_PROGRAM": "machine.py"}
     with_machine = _cluster(tmp_path, machine).container_environment()
     assert with_machine["HOROVOD_CYCLE_TIME"] == "10"  # over the Dockerfile's 1
-    environment = _cluster(tmp_path, machine, {"SAGEMAKER_PROGRAM": "stage_coco.py",
+    environment = _cluster(tmp_path, machine, {"SAGEMAKER_PROGRAM": "stage_dataset.py",
                                                "HOROVOD_CYCLE_TIME": "5"}).container_environment()
-    assert environment["SAGEMAKER_PROGRAM"] == "stage_coco.py"
+    assert environment["SAGEMAKER_PROGRAM"] == "stage_dataset.py"
     assert environment["HOROVOD_CYCLE_TIME"] == "5"
 
 
@@ -187,7 +187,7 @@ def _resnet50_checkpoint(directory):
 def test_the_staging_request_stages_coco_and_the_backbone_as_the_launcher_then_expects(
         launcher_deployment, small_coco, tmp_path):
     """The launcher's staging request, played as SageMaker starts it: one host, the image's ENV
-    under the request's Environment, which names stage_coco.py (SM-14; without it the toolkit
+    under the request's Environment, which names stage_dataset.py (SM-14; without it the toolkit
     would start the image's train.py), the staging hyperparameters. The internet is a local
     server, forwarded to the host: small COCO-like archives, a ResNet-50 checkpoint with Cloud
     Storage's hash headers, listed in the file MASKRCNN_STAGING_SOURCES names (the COCO archives'
@@ -239,15 +239,16 @@ def test_the_staging_request_stages_coco_and_the_backbone_as_the_launcher_then_e
     log = output.text
     assert played.succeeded, log[-6000:] + played.job.failure_reason
     # The toolkit started the program the request's Environment names, with its hyperparameters.
-    assert "SAGEMAKER_PROGRAM=stage_coco.py\n" in (work / "hosts" / "container.env").read_text()
-    assert "stage_coco.py --backbones resnet50 --pretrained_s3_uri" in log, log[-3000:]
+    assert "SAGEMAKER_PROGRAM=stage_dataset.py\n" in (work / "hosts" / "container.env").read_text()
+    assert ("stage_dataset.py --backbones resnet50 --dataset coco2017 --pretrained_s3_uri"
+            in log), log[-3000:]
     assert "train.py" not in log
     assert f"staging sources: {sources}" in log
     assert sorted(r for r in served.requests if r.startswith("GET")) == sorted(
         f"GET {path}" for path in files)
     # What the launcher checks before a launch, and a pretrained launch planned from it.
     deployment = settings.load(fake.client("ssm"), SSM_PATH)
-    assert inputs.missing_training_inputs(s3, deployment, "resnet50") == []
+    assert inputs.missing_training_inputs(s3, deployment, "coco2017", "resnet50") == []
     staged = fake.keys("datasets/coco2017/")
     assert {"datasets/coco2017/tfrecords/train-00000-of-00001.tfrecord",
             f"datasets/coco2017/{DATASET_COMPLETE_MARKER}"} <= set(staged)

@@ -42,18 +42,6 @@ def resnet18_checkpoint(tmp_path_factory):
             if name.startswith("ckpt-7.")}
 
 
-@pytest.fixture
-def s3(monkeypatch):
-    import boto3
-    from moto import mock_aws
-
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    with mock_aws():
-        client = boto3.client("s3")
-        client.create_bucket(Bucket=BUCKET)
-        yield client
-
-
 def _serve(checkpoint, **kwargs):
     return fake_http.Files({f"/vision/r18/{name}": data for name, data in checkpoint.items()},
                            **kwargs)

@@ -153,7 +153,16 @@ def build_trainer(env: sagemaker_env.JobEnvironment, hps: hyperparameters.Hyperp
     """Validates the inputs, starts the backend, builds the model: everything before the loop."""
     channel = layout.Channel(env.channel(job_io.TRAIN_CHANNEL))
     pretrained = env.optional_channel(job_io.PRETRAINED_CHANNEL)
-    hyperparameters.check_pretrained_channel(hps, has_pretrained=pretrained is not None)
+    init = env.optional_channel(job_io.INIT_CHANNEL)
+    hyperparameters.check_pretrained_channel(hps, has_pretrained=pretrained is not None,
+                                             has_init=init is not None)
+    if init is not None:  # an earlier run of another backbone or preset fails here, in a second
+        from maskrcnn_job.training import init_from_checkpoint
+
+        try:
+            init_from_checkpoint.check(init, hps)
+        except init_from_checkpoint.InitError as error:
+            raise sagemaker_env.ContractError(str(error)) from None
     info = channel.read_info()
 
     import tensorflow as tf  # only after the cheap checks: a bad input fails in a second
@@ -171,7 +180,8 @@ def build_trainer(env: sagemaker_env.JobEnvironment, hps: hyperparameters.Hyperp
     paths = trainer.Paths(
         checkpoint_dir=env.checkpoint_dir, model_dir=env.model_dir,
         output_data_dir=env.output_data_dir, tensorboard_dir=env.tensorboard_dir,
-        init_checkpoint=pretrained_checkpoint(pretrained) if pretrained else None)
+        init_checkpoint=pretrained_checkpoint(pretrained) if pretrained and not init else None,
+        init_from=init)
     if backend.is_chief:
         logging.info("%s: %d replica(s) per step on %d host(s), %d GPU(s) visible here; %s",
                      hps.distribution, backend.size, len(env.hosts), backend.num_gpus, hps)

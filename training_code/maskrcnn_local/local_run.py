@@ -47,6 +47,7 @@ import time
 from maskrcnn_contract import hyperparameters, job_io, metrics
 
 from maskrcnn_job import job  # pure Python until it runs the job
+from maskrcnn_job.data import layout
 
 # The container's /opt/ml/code: train.py beside this package.
 CODE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -107,6 +108,21 @@ def parse_args(argv=None):
                         help="synthetic validation images (50)")
     parser.add_argument("--image-size", type=int, default=128,
                         help="synthetic image side in pixels, also the model input size (128)")
+    parser.add_argument("--dataset", metavar="DIR",
+                        help="train on your own data: a COCO export (CVAT's COCO 1.0, Label "
+                        "Studio's COCO, one annotations file with its images, COCO 2017's layout, "
+                        "or a .zip of one), converted as the staging job converts it; without "
+                        "it, the synthetic set")
+    parser.add_argument("--init-from", metavar="DIR",
+                        help="fine-tune from a previous local run: its checkpoint directory "
+                        "(<work dir>/opt_ml/checkpoints) or its model directory beside it; "
+                        "the latest checkpoint and its run_info.json become the init channel")
+    parser.add_argument("--val-fraction", type=float, default=0.2,
+                        help="--dataset with one annotations file: the share of images for val")
+    parser.add_argument("--split-seed", type=int, default=0, help="the seed of that split (0)")
+    parser.add_argument("--crowd-as-instances", action="store_true",
+                        help="--dataset: train crowd annotations (iscrowd=1) as instances (CVAT "
+                        "marks every mask so)")
     parser.add_argument("--difficulty", choices=("hard", "easy"), default="hard",
                         help="the synthetic set: hard (occlusion, crowds, textures, tiny objects, "
                              "6 look-alike classes) or easy (3 shapes that never overlap) (hard)")
@@ -143,6 +159,17 @@ def parse_args(argv=None):
     for item in args.container_env:
         if "=" not in item:
             parser.error(f"--container-env {item!r}: expected KEY=VALUE")
+    if args.dataset is not None and not os.path.exists(args.dataset):
+        parser.error(f"--dataset {args.dataset!r} does not exist: expected a COCO export's "
+                     "directory or .zip")
+    if args.init_from is not None:
+        if args.hosts > 1:
+            parser.error("--init-from: one host only (the emulated hosts get the train channel)")
+        if _init_checkpoint_dir(args.init_from) is None:
+            parser.error(f"--init-from {args.init_from!r}: no checkpoint (ckpt-N.index) in it or "
+                         "in the checkpoints directory beside it")
+    if not 0.0 < args.val_fraction < 1.0:
+        parser.error(f"--val-fraction {args.val_fraction}: expected a number between 0 and 1")
     return args
 
 
@@ -183,8 +210,43 @@ def _write_json(path, payload):
         json.dump(payload, f, indent=1)
 
 
+def _convert_export(args, work_dir: str, channel: str) -> None:
+    """--dataset: the export -> TFRecords into the train channel by the staging job's converter,
+    unless this export was converted so already (its path, size and time, the split's options)."""
+    from maskrcnn_job.data import coco_to_tfrecord
+
+    path = os.path.abspath(args.dataset)
+    stamp = {"dataset": path, "modified": os.path.getmtime(path),
+             "val_fraction": args.val_fraction, "split_seed": args.split_seed,
+             "crowd_as_instances": args.crowd_as_instances}
+    stamp_file = os.path.join(channel, "export.json")
+    if os.path.exists(stamp_file):
+        with open(stamp_file, encoding="utf-8") as f:
+            if json.load(f) == stamp:
+                print(f"dataset: reusing {channel}")
+                return
+    shutil.rmtree(channel, ignore_errors=True)
+    started = time.time()
+    try:
+        coco_to_tfrecord.convert_export(
+            path, channel, name=os.path.basename(path.rstrip("/")), val_fraction=args.val_fraction,
+            seed=args.split_seed, crowd_as_instances=args.crowd_as_instances, workers=1,
+            work_dir=os.path.join(work_dir, "export"))
+    except coco_to_tfrecord.ConversionError as error:
+        print(f"error: --dataset {args.dataset}: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    _write_json(stamp_file, stamp)
+    for note in layout.Channel(channel).read_info().notes:
+        print(f"dataset note: {note}")
+    print(f"dataset: {args.dataset} converted in {time.time() - started:.0f} s -> {channel}")
+
+
 def _prepare_dataset(args, work_dir: str, channel: str) -> None:
-    """Synthetic COCO -> TFRecords into the train channel, unless already there."""
+    """Synthetic COCO (or the export of --dataset) -> TFRecords into the train channel, unless
+    already there."""
+    if args.dataset:
+        _convert_export(args, work_dir, channel)
+        return
     from maskrcnn_local import synthetic_coco
 
     stamp = {"train": args.train_images, "val": args.val_images, "size": args.image_size,
@@ -208,12 +270,39 @@ def _prepare_dataset(args, work_dir: str, channel: str) -> None:
     print(f"dataset: generated and converted in {time.time() - started:.0f} s -> {channel}")
 
 
+def _init_checkpoint_dir(path: str):
+    """A local run's checkpoint directory: `path`, or the checkpoints beside its model dir."""
+    for directory in (path, os.path.join(os.path.dirname(os.path.abspath(path)), "checkpoints")):
+        if glob.glob(os.path.join(directory, "ckpt-*.index")):
+            return directory
+    return None
+
+
+def _copy_init_channel(source: str, channel: str) -> None:
+    """The latest checkpoint of `source` and its run_info.json, copied (the next run of the same
+    work directory clears its checkpoints) into the init channel."""
+    from maskrcnn_job.training.trainer import checkpoints_newest_first
+
+    latest = checkpoints_newest_first(source)[0]
+    shutil.rmtree(channel, ignore_errors=True)
+    os.makedirs(channel)
+    for path in glob.glob(latest + ".*") + [os.path.join(source, job_io.RUN_INFO)]:
+        if os.path.isfile(path):
+            shutil.copy(path, channel)
+    print(f"init: {latest} -> {channel}")
+
+
 def prepare_layout(args, work_dir: str) -> dict:
     """The one host's /opt/ml tree; returns the SM_* environment its ranks get."""
     hps = _hyperparameters(args)
     train = job_io.TRAIN_CHANNEL
     opt_ml = os.path.join(work_dir, "opt_ml")
     config = os.path.join(opt_ml, "input", "config")
+    init = os.path.join(opt_ml, "input", "data", job_io.INIT_CHANNEL)
+    if args.init_from:
+        _copy_init_channel(_init_checkpoint_dir(args.init_from), init)
+    else:
+        shutil.rmtree(init, ignore_errors=True)
     for sub in ("model", "output") + (() if args.resume else ("checkpoints",)):
         shutil.rmtree(os.path.join(opt_ml, sub), ignore_errors=True)
     for sub in ("model", "output/data", "checkpoints"):
@@ -222,7 +311,8 @@ def prepare_layout(args, work_dir: str) -> dict:
     _write_json(os.path.join(config, "resourceconfig.json"), {
         "current_host": "algo-1", "hosts": ["algo-1"], "network_interface_name": "lo"})
     _write_json(os.path.join(config, "inputdataconfig.json"), {
-        train: {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated"}})
+        name: {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated"}
+        for name in [train] + ([job_io.INIT_CHANNEL] if args.init_from else [])})
     channel = os.path.join(opt_ml, "input", "data", train)
     _prepare_dataset(args, work_dir, channel)
     return {
@@ -410,7 +500,11 @@ def main(argv=None) -> int:
               "one there at its end; a program that exports none on purpose runs with "
               "--no-model-expected")
         return 1
-    report(work_dir, model_dir, final, args.draw)
+    if args.dataset and args.draw:
+        # The drawing pairs the synthetic set's val images with their ground truth by file name.
+        print("--dataset: no predictions drawn; draw them with `python -m "
+              f"maskrcnn_local.predict {model_dir} IMAGES...`")
+    report(work_dir, model_dir, final, 0 if args.dataset else args.draw)
     return 0
 
 

@@ -110,7 +110,12 @@ class Predictor:
 
         self._tf = tf
         self._signature = tf.saved_model.load(saved_model_dir).signatures[endpoint_handler.SIGNATURE]
-        self.names = {int(c["id"]): c["name"] for c in categories or []}
+        # Keyed by the model's class ids (1..K); the answers and self.names by the dataset's own
+        # (source_id, where categories.json has one).
+        self._class_names = {int(c["id"]): c["name"] for c in categories or []}
+        self.source_ids = {int(c["id"]): int(c.get("source_id", c["id"]))
+                           for c in categories or []}
+        self.names = {self.source_ids[i]: name for i, name in self._class_names.items()}
         self.score_threshold = score_threshold
 
     def tfs_prediction(self, image_bytes: bytes) -> Dict:
@@ -121,7 +126,7 @@ class Predictor:
     def __call__(self, image_bytes: bytes) -> Dict:
         """The endpoint's JSON object for one image (endpoint_handler.detections)."""
         return endpoint_handler.detections(self.tfs_prediction(image_bytes), self.score_threshold,
-                                          self.names)
+                                          self._class_names, self.source_ids)
 
 
 def pasted_instances(answer: Dict) -> List[Dict]:
@@ -210,7 +215,9 @@ def predict(model: str, images: Sequence[str], out_dir: str, annotations: Option
             drawn.save(os.path.join(out_dir, f"{name}.png"))
             if index < compare:
                 truth = ground_truth_instances(coco, image_id)
-                pairs.append((drawing.draw_instances(image, truth, predictor.names,
+                # Named by the annotation file's own categories (its ids may be the model's).
+                truth_names = {int(c["id"]): c["name"] for c in coco.dataset["categories"]}
+                pairs.append((drawing.draw_instances(image, truth, truth_names,
                                                      title=f"ground truth ({len(truth)})"), drawn))
     written = {"images": out_dir, "results": os.path.join(out_dir, RESULTS_FILE)}
     with open(written["results"] + ".tmp", "w", encoding="utf-8") as f:

@@ -1,12 +1,23 @@
 """COCO-format annotations + images -> sharded TFRecords that Model Garden's Mask R-CNN reads.
 
-Input, COCO 2017's layout:  <coco>/{train2017,val2017}/*.jpg  <coco>/annotations/instances_*.json
-Output: the `train` channel, as data/layout.py defines it (shards, the val annotations,
-dataset_info.json last, and a report of what --skip-invalid dropped).
+Input: COCO 2017's layout (<coco>/{train2017,val2017}/*.jpg, <coco>/annotations/instances_*.json)
+or a labeling tool's COCO export (data/exports.py: CVAT's, Label Studio's, one annotations file).
+Output: the `train` channel, as data/layout.py defines it (shards, the val annotations, the split
+record, dataset_info.json last, and a report of what --skip-invalid dropped).
 
 Records follow Model Garden's own converter (official/vision/data/create_coco_tf_record.py,
-the feature keys of data/layout.py): PNG instance masks, normalized boxes, raw COCO category ids, and
-`image/source_id` = the COCO image id, which the evaluation maps back to the annotation file.
+the feature keys of data/layout.py): PNG instance masks, normalized boxes, and `image/source_id` =
+the COCO image id, which the evaluation maps back to the annotation file. Category ids become
+1..K in the order of the original ids (the model has K + 1 outputs, not the largest id + 1: a
+tool's ids may be sparse or start anywhere); dataset_info.json keeps each original as `source_id`.
+
+Labeling tools' traps (docs/staging.md): CVAT writes every mask as a crowd (iscrowd=1, RLE;
+cvat-ai/cvat#7030), which Model Garden's parser leaves out of training, so a split whose every
+annotation is a crowd is refused unless `crowd_as_instances` trains crowds as instances. The tools
+annotate images as displayed, after their EXIF orientation (cvat-ai/cvat#1059, Label Studio
+HumanSignal/label-studio#6608) while TensorFlow decodes the stored pixels: an image with an EXIF
+orientation is turned upright (Pillow's ImageOps.exif_transpose) and re-encoded, so pixels and
+annotations agree.
 Invalid input fails with counts per problem and examples, or with --skip-invalid is dropped and
 reported: annotations are checked before anything is written, and every image is decoded once
 in the worker processes (a truncated or corrupt file, a size other than the annotation file's,
@@ -33,11 +44,11 @@ import shutil
 from typing import Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageOps
 from pycocotools import mask as mask_api
 from tqdm import tqdm
 
-from maskrcnn_job.data import layout, tf_records
+from maskrcnn_job.data import exports, layout, tf_records
 
 DEFAULT_SHARD_MB = 150
 _TMP_SUFFIX = ".incomplete"
@@ -62,6 +73,31 @@ class SplitResult:
     num_instances: int
     shards: List[str]
     problems: List[Problem]
+    rotated: int = 0                 # images turned upright by their EXIF orientation
+    crowds: int = 0                  # crowd annotations (trained as instances when asked)
+    without_annotations: int = 0     # images kept with no instance (background only)
+    per_category: Dict[int, int] = dataclasses.field(default_factory=dict)  # source id -> count
+
+
+def contiguous_ids(categories: List[Dict]) -> Dict[int, int]:
+    """{original category id: 1..K}, in the order of the original ids."""
+    ids = [c["id"] for c in categories]
+    if len(set(ids)) != len(ids):
+        raise ConversionError(f"category ids repeat: {sorted(ids)}")
+    return {source: index for index, source in enumerate(sorted(ids), start=1)}
+
+
+def renumbered(dataset: Dict, ids: Dict[int, int], crowd_as_instances: bool = False) -> Dict:
+    """The COCO dict with the contiguous category ids (and crowds made instances when asked), as
+    the channel's val annotations: COCOeval then compares with the records' labels."""
+    annotations = []
+    for ann in dataset.get("annotations") or []:
+        ann = dict(ann, category_id=ids.get(ann.get("category_id"), ann.get("category_id")))
+        if crowd_as_instances:
+            ann["iscrowd"] = 0
+        annotations.append(ann)
+    return {**dataset, "annotations": annotations,
+            "categories": [dict(c, id=ids[c["id"]]) for c in dataset["categories"]]}
 
 
 def _segmentation_rle(segmentation, height: int, width: int):
@@ -160,11 +196,26 @@ def validate(dataset: Dict, image_dir: str) -> Tuple[List[Tuple[Dict, List[Dict]
 _FORMATS = {"JPEG": "jpeg", "PNG": "png"}  # what Model Garden's decoder reads
 
 
+# EXIF orientations 5 to 8 swap width and height (TIFF 6.0's Orientation tag, 0x0112).
+_EXIF_ORIENTATION = 0x0112
+_TRANSPOSED = (5, 6, 7, 8)
+
+
+def _orientation(decoded: Image.Image) -> int:
+    try:
+        return int(decoded.getexif().get(_EXIF_ORIENTATION, 1) or 1)
+    except Exception:  # noqa: BLE001  (a malformed EXIF block: the pixels as stored)
+        return 1
+
+
 def _image_problem(encoded: bytes, image: Dict) -> Optional[Tuple[str, str]]:
-    """Decodes the image once; returns (problem, detail) when training could not use it."""
+    """Decodes the image once; returns (problem, detail) when training could not use it. Its
+    size is the displayed one, after its EXIF orientation, as the labeling tools annotate it."""
     try:
         with Image.open(io.BytesIO(encoded)) as decoded:
             size, bands, image_format = decoded.size, len(decoded.getbands()), decoded.format
+            if _orientation(decoded) in _TRANSPOSED:
+                size = size[::-1]
             # JPEG: libjpeg's DCT scaling still reads every coefficient of the stream (a
             # truncated or corrupt one fails), and runs the inverse DCT at 1/8 size: half the time.
             decoded.draft(decoded.mode, (max(1, size[0] // 8), max(1, size[1] // 8)))
@@ -190,17 +241,35 @@ def _mask_png(binary: np.ndarray) -> bytes:
     return out.getvalue()
 
 
-def _encode_image(args: Tuple[Dict, List[Dict], str, Dict[int, str]]
-                  ) -> Tuple[Optional[bytes], Optional[Problem]]:
-    """One image -> (its tf.Example as a framed TFRecord record, None), or (None, the problem
-    with its file)."""
-    image, annotations, image_dir, category_names = args
+def _upright(encoded: bytes) -> Optional[bytes]:
+    """The image turned as its EXIF orientation says, re-encoded in its format without the tag;
+    None when it has no orientation to apply."""
+    with Image.open(io.BytesIO(encoded)) as decoded:
+        if _orientation(decoded) == 1:
+            return None
+        image_format = decoded.format
+        turned = ImageOps.exif_transpose(decoded)
+        out = io.BytesIO()
+        turned.save(out, format=image_format, **({"quality": 95} if image_format == "JPEG"
+                                                  else {}))
+    return out.getvalue()
+
+
+def _encode_image(args: Tuple[Dict, List[Dict], str, Dict[int, Tuple[int, str]], bool]
+                  ) -> Tuple[Optional[bytes], Optional[Problem], bool]:
+    """One image -> (its tf.Example as a framed TFRecord record, None, whether it was turned
+    upright), or (None, the problem with its file, False). `labels`: {original category id:
+    (contiguous id, name)}."""
+    image, annotations, image_dir, labels, crowd_as_instances = args
     path = os.path.join(image_dir, image["file_name"])
     with open(path, "rb") as f:
         encoded = f.read()
     invalid = _image_problem(encoded, image)
     if invalid:
-        return None, Problem(invalid[0], image["id"], detail=f"{path}: {invalid[1]}")
+        return None, Problem(invalid[0], image["id"], detail=f"{path}: {invalid[1]}"), False
+    upright = _upright(encoded)
+    if upright is not None:
+        encoded = upright
     height, width = image["height"], image["width"]
     image_format = "png" if encoded[:4] == b"\x89PNG" else "jpeg"
     # Model Garden's tfrecord_lib.image_info_to_feature_dict, key for key.
@@ -228,22 +297,22 @@ def _encode_image(args: Tuple[Dict, List[Dict], str, Dict[int, str]]
             layout.BOX_YMIN: tf_records.float_feature(y0 / height),
             layout.BOX_YMAX: tf_records.float_feature(y1 / height),
             layout.CLASS_LABEL: tf_records.int64_feature(
-                a["category_id"] for a in annotations),
+                labels[a["category_id"]][0] for a in annotations),
             layout.CLASS_TEXT: tf_records.bytes_feature(
-                category_names[a["category_id"]].encode("utf8") for a in annotations),
+                labels[a["category_id"]][1].encode("utf8") for a in annotations),
             layout.IS_CROWD: tf_records.int64_feature(
-                int(a.get("iscrowd", 0)) for a in annotations),
+                0 if crowd_as_instances else int(a.get("iscrowd", 0)) for a in annotations),
             layout.AREA: tf_records.float_feature(float(a["area"]) for a in annotations),
             layout.MASK: tf_records.bytes_feature(masks),
         })
-    return tf_records.framed(tf_records.example(features)), None
+    return tf_records.framed(tf_records.example(features)), None, upright is not None
 
 
 @contextlib.contextmanager
-def _encoded(items, image_dir: str, category_names, workers: int):
-    """(record, problem) per item, in the items' order (shards are identical whatever the number
-    of workers). Spawned workers: the parent may already hold TensorFlow's threads."""
-    jobs = ((image, anns, image_dir, category_names) for image, anns in items)
+def _encoded(items, image_dir: str, labels, crowd_as_instances: bool, workers: int):
+    """(record, problem, turned) per item, in the items' order (shards are identical whatever the
+    number of workers). Spawned workers: the parent may already hold TensorFlow's threads."""
+    jobs = ((image, anns, image_dir, labels, crowd_as_instances) for image, anns in items)
     if workers <= 1:
         yield map(_encode_image, jobs)
         return
@@ -256,33 +325,60 @@ def _remove_split_outputs(tfrecord_dir: str, split: str) -> None:
         os.remove(path)
 
 
-def convert_split(annotation_file: str, image_dir: str, tfrecord_dir: str, split: str,
-                  shard_mb: float = DEFAULT_SHARD_MB, skip_invalid: bool = False,
-                  workers: int = 1, progress: bool = True) -> SplitResult:
-    """Writes <tfrecord_dir>/<split>-NNNNN-of-MMMMM.tfrecord; returns what was written."""
+CROWD_OPTION = "crowd_as_instances"
+
+
+def _load_annotations(annotation_file: str) -> Dict:
     if not os.path.isfile(annotation_file):
         raise ConversionError(f"annotation file {annotation_file} does not exist")
-    if not os.path.isdir(image_dir):
-        raise ConversionError(f"image directory {image_dir} does not exist")
     with open(annotation_file, encoding="utf-8") as f:
         try:
-            dataset = json.load(f)
+            return json.load(f)
         except json.JSONDecodeError as error:
             raise ConversionError(f"{annotation_file} is not valid JSON: {error}") from None
+
+
+def _refuse_all_crowds(annotation_file: str, items, crowd_as_instances: bool) -> None:
+    """Model Garden's parser drops crowd annotations from training: a split of crowds only would
+    train on nothing. CVAT's COCO 1.0 export marks every mask so (cvat-ai/cvat#7030)."""
+    flags = [int(a.get("iscrowd", 0)) for _, anns in items for a in anns]
+    if flags and all(flags) and not crowd_as_instances:
+        raise ConversionError(
+            f"{annotation_file}: all {len(flags)} annotations are crowds (iscrowd=1), which "
+            "Model Garden's Mask R-CNN leaves out of training, so this split would train on "
+            "nothing. CVAT's COCO 1.0 export marks every mask so (cvat-ai/cvat#7030): set "
+            f"{CROWD_OPTION}=true (--crowd-as-instances) to train them as instances")
+
+
+def convert_split(annotation_file: str, image_dir: str, tfrecord_dir: str, split: str,
+                  shard_mb: float = DEFAULT_SHARD_MB, skip_invalid: bool = False,
+                  workers: int = 1, progress: bool = True, dataset: Optional[Dict] = None,
+                  crowd_as_instances: bool = False) -> SplitResult:
+    """Writes <tfrecord_dir>/<split>-NNNNN-of-MMMMM.tfrecord; returns what was written.
+    `dataset`: the annotations already read (and named by `annotation_file`), else read from it.
+    `crowd_as_instances`: crowd annotations are trained as instances (else a split of crowds only
+    is refused)."""
+    if dataset is None:
+        dataset = _load_annotations(annotation_file)
+    if not os.path.isdir(image_dir):
+        raise ConversionError(f"image directory {image_dir} does not exist")
     items, problems = validate(dataset, image_dir)
     _refuse_invalid(annotation_file, problems, skip_invalid, len(items), "fix the input")
-    category_names = {c["id"]: c["name"] for c in dataset["categories"]}
+    _refuse_all_crowds(annotation_file, items, crowd_as_instances)
+    ids = contiguous_ids(dataset["categories"])
+    labels = {c["id"]: (ids[c["id"]], c["name"]) for c in dataset["categories"]}
 
     os.makedirs(tfrecord_dir, exist_ok=True)
     _remove_split_outputs(tfrecord_dir, split)
     shard_limit = shard_mb * 1e6
     temp_paths: List[str] = []
     writer, written = None, 0
-    images = instances = 0
+    images = instances = rotated = crowds = empty = 0
+    per_category: Dict[int, int] = collections.Counter()
     bad_images: List[Problem] = []
     try:
-        with _encoded(items, image_dir, category_names, workers) as results:
-            for (image, anns), (record, problem) in tqdm(
+        with _encoded(items, image_dir, labels, crowd_as_instances, workers) as results:
+            for (image, anns), (record, problem, turned) in tqdm(
                     zip(items, results), total=len(items), desc=f"{split} -> TFRecord",
                     unit="img", disable=not progress):
                 if problem:
@@ -299,6 +395,10 @@ def convert_split(annotation_file: str, image_dir: str, tfrecord_dir: str, split
                 written += len(record)
                 images += 1
                 instances += len(anns)
+                rotated += turned
+                crowds += sum(int(a.get("iscrowd", 0)) for a in anns)
+                empty += not anns
+                per_category.update(a["category_id"] for a in anns)
         if writer:
             writer.close()
             writer = None
@@ -324,7 +424,8 @@ def convert_split(annotation_file: str, image_dir: str, tfrecord_dir: str, split
             "counts": collections.Counter(p.reason for p in problems),
             "skipped": [dataclasses.asdict(p) for p in problems],
         })
-    return SplitResult(split, images, instances, shards, problems)
+    return SplitResult(split, images, instances, shards, problems, rotated, crowds, empty,
+                       dict(per_category))
 
 
 def _refuse_invalid(annotation_file: str, problems: List[Problem], skip_invalid: bool,
@@ -349,45 +450,145 @@ def _problem_summary(annotation_file: str, problems: List[Problem]) -> str:
     return "\n".join(lines)
 
 
-def _write_json(path: str, payload) -> None:
+def _write_json(path: str, payload, make_dirs: bool = False) -> None:
+    if make_dirs:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path + _TMP_SUFFIX, "w", encoding="utf-8") as f:
         json.dump(payload, f, indent=1)
     os.replace(path + _TMP_SUFFIX, path)
 
 
-def convert_coco_dir(coco_dir: str, out_dir: str, splits=layout.SPLITS, year: str = "2017",
-                     shard_mb: float = DEFAULT_SHARD_MB, skip_invalid: bool = False,
-                     workers: int = 1, progress: bool = True) -> Dict[str, SplitResult]:
-    """Converts a COCO-layout directory (`<split><year>/`, `annotations/instances_<split><year>.json`)
-    into the `train` channel layout (data/layout.py)."""
+def convert_sources(sources: List[exports.SplitSource], out_dir: str, name: str = "",
+                    source: Optional[Dict] = None, crowd_as_instances: bool = False,
+                    shard_mb: float = DEFAULT_SHARD_MB, skip_invalid: bool = False,
+                    workers: int = 1, progress: bool = True) -> Dict[str, SplitResult]:
+    """Converts the splits into the `train` channel layout (data/layout.py): the shards, the val
+    annotations with the contiguous ids, the split record (`source`, when the export was split
+    here) and dataset_info.json (the categories with their original ids, what the export was,
+    and notes on what the user should know), last."""
     channel = layout.Channel(out_dir)
-    results, categories = {}, None
-    for split in splits:
-        annotation_file = os.path.join(coco_dir, "annotations", f"instances_{split}{year}.json")
-        results[split] = convert_split(
-            annotation_file, os.path.join(coco_dir, f"{split}{year}"), channel.tfrecord_dir,
-            split, shard_mb, skip_invalid, workers, progress)
-        with open(annotation_file, encoding="utf-8") as f:
-            categories = json.load(f)["categories"]
-        if split == layout.VAL:
-            # The evaluation compares against the original annotation file, as COCO's own does.
-            os.makedirs(os.path.dirname(channel.annotations(split)), exist_ok=True)
-            shutil.copyfile(annotation_file, channel.annotations(split))
+    categories = sources[0].dataset.get("categories") or []
+    for other in sources[1:]:
+        theirs = other.dataset.get("categories") or []
+        if sorted((c.get("id"), c.get("name")) for c in theirs) != \
+                sorted((c.get("id"), c.get("name")) for c in categories):
+            raise ConversionError(
+                f"{other.annotation_file} and {sources[0].annotation_file} list other categories: "
+                "the splits of one dataset share its classes")
+    results = {}
+    for item in sources:
+        results[item.split] = convert_split(
+            item.annotation_file, item.image_dir, channel.tfrecord_dir, item.split, shard_mb,
+            skip_invalid, workers, progress, dataset=item.dataset,
+            crowd_as_instances=crowd_as_instances)
+    ids = contiguous_ids(categories)
+    for item in sources:
+        if item.split == layout.VAL:
+            # The evaluation compares against the annotations, with the records' category ids.
+            _write_json(channel.annotations(layout.VAL),
+                        renumbered(item.dataset, ids, crowd_as_instances), make_dirs=True)
+    if source and "split" in source:
+        _write_json(os.path.join(channel.root, layout.ANNOTATIONS_DIR, layout.SPLIT_RECORD),
+                    source["split"], make_dirs=True)
     channel.write_info(layout.DatasetInfo(
-        num_classes=max(c["id"] for c in categories) + 1,
-        categories=categories,
+        num_classes=len(ids) + 1,
+        categories=[{**{k: v for k, v in c.items() if k != "id"}, "id": ids[c["id"]],
+                     "source_id": c["id"]} for c in sorted(categories, key=lambda c: c["id"])],
         splits={s: layout.SplitInfo(num_images=r.num_images, num_instances=r.num_instances,
                                     shards=r.shards, skipped=len(r.problems))
-                for s, r in results.items()}))
+                for s, r in results.items()},
+        name=name, source=_summary(source or {}),
+        notes=notes(categories, results, crowd_as_instances)))
     return results
+
+
+def _summary(source: Dict) -> Dict:
+    """dataset_info.json's `source`: the export's format and files, and how it was split (the
+    images of each split are in annotations/split.json)."""
+    summary = {k: v for k, v in source.items() if k != "split"}
+    if "split" in source:
+        summary["split"] = {k: v for k, v in source["split"].items() if k != "images"}
+    return summary
+
+
+def notes(categories: List[Dict], results: Dict[str, SplitResult],
+          crowd_as_instances: bool) -> List[str]:
+    """What the user should know of the converted dataset (dataset_info.json's `notes`)."""
+    found = []
+    counted = collections.Counter()
+    for result in results.values():
+        counted.update(result.per_category)
+    empty = [f"{c['name']} (id {c['id']})" for c in sorted(categories, key=lambda c: c["id"])
+             if not counted[c["id"]]]
+    if empty:
+        found.append(f"{len(empty)} categor{'y has' if len(empty) == 1 else 'ies have'} no "
+                     f"annotation, so the model cannot learn {'it' if len(empty) == 1 else 'them'}"
+                     f": {', '.join(empty)}")
+    for split, result in results.items():
+        if result.without_annotations:
+            found.append(f"{split}: {result.without_annotations} of {result.num_images} images "
+                         "have no annotation (kept: background only)")
+        if result.rotated:
+            found.append(f"{split}: {result.rotated} image(s) turned upright by their EXIF "
+                         "orientation, as the labeling tools display and annotate them")
+        if result.crowds:
+            found.append(f"{split}: {result.crowds} crowd annotation(s) (iscrowd=1) "
+                         + ("trained as instances (crowd_as_instances=true)" if crowd_as_instances
+                            else "left out of training, as Model Garden does"))
+        if result.problems:
+            found.append(f"{split}: {len(result.problems)} invalid record(s) skipped, listed in "
+                         f"{layout.TFRECORD_DIR}/{layout.skipped_report_name(split)}")
+    return found
+
+
+def convert_coco_dir(coco_dir: str, out_dir: str, splits=layout.SPLITS, year: str = "2017",
+                     shard_mb: float = DEFAULT_SHARD_MB, skip_invalid: bool = False,
+                     workers: int = 1, progress: bool = True, name: str = "",
+                     crowd_as_instances: bool = False) -> Dict[str, SplitResult]:
+    """Converts a COCO-layout directory (`<split><year>/`, `annotations/instances_<split><year>.json`)
+    into the `train` channel layout (data/layout.py)."""
+    sources = []
+    for split in splits:
+        annotation_file = os.path.join(coco_dir, "annotations", f"instances_{split}{year}.json")
+        sources.append(exports.SplitSource(split, _load_annotations(annotation_file),
+                                           os.path.join(coco_dir, f"{split}{year}"),
+                                           annotation_file))
+    source = {"format": exports.COCO2017 if year == "2017" else exports.COCO,
+              "files": [os.path.relpath(s.annotation_file, coco_dir) for s in sources]}
+    return convert_sources(sources, out_dir, name, source, crowd_as_instances, shard_mb,
+                           skip_invalid, workers, progress)
+
+
+def convert_export(export_path: str, out_dir: str, name: str = "",
+                   val_fraction: float = 0.2, seed: int = 0, crowd_as_instances: bool = False,
+                   shard_mb: float = DEFAULT_SHARD_MB, skip_invalid: bool = False,
+                   workers: int = 1, progress: bool = True,
+                   work_dir: Optional[str] = None) -> Dict[str, SplitResult]:
+    """Converts a labeling tool's COCO export (a directory or a .zip, data/exports.py) into the
+    `train` channel layout; an export with one annotations file is split by `val_fraction` and
+    `seed`. Raises ConversionError (an exports.ExportError among them) naming what is wrong."""
+    try:
+        root = exports.prepare(export_path, work_dir or os.path.dirname(os.path.abspath(out_dir)))
+        sources, record = exports.load(exports.find(root), val_fraction, seed)
+    except exports.ExportError as error:
+        raise ConversionError(str(error)) from None
+    return convert_sources(sources, out_dir, name, record, crowd_as_instances, shard_mb,
+                           skip_invalid, workers, progress)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("coco_dir", help="directory with train2017/, val2017/, annotations/")
+    parser.add_argument("coco_dir", help="COCO 2017's layout (train2017/, val2017/, "
+                        "annotations/), or a labeling tool's COCO export (a directory or .zip)")
     parser.add_argument("out_dir", help="channel directory to write")
     parser.add_argument("--splits", default="train,val", help="comma-separated (train,val)")
+    parser.add_argument("--name", default="", help="the dataset's name, for dataset_info.json")
+    parser.add_argument("--val-fraction", type=float, default=0.2,
+                        help="an export with one annotations file: the share of images for val")
+    parser.add_argument("--split-seed", type=int, default=0, help="the seed of that split")
+    parser.add_argument("--crowd-as-instances", action="store_true",
+                        help=f"train crowd annotations as instances ({CROWD_OPTION})")
     parser.add_argument("--shard-mb", type=float, default=DEFAULT_SHARD_MB,
                         help=f"target shard size in MB ({DEFAULT_SHARD_MB})")
     parser.add_argument("--skip-invalid", action="store_true",
@@ -395,15 +596,22 @@ def main(argv=None):
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                         help="encoding processes (all cores)")
     args = parser.parse_args(argv)
+    common = dict(shard_mb=args.shard_mb, skip_invalid=args.skip_invalid, workers=args.workers,
+                  name=args.name, crowd_as_instances=args.crowd_as_instances)
     try:
-        results = convert_coco_dir(args.coco_dir, args.out_dir, tuple(args.splits.split(",")),
-                                   shard_mb=args.shard_mb, skip_invalid=args.skip_invalid,
-                                   workers=args.workers)
+        if os.path.isfile(os.path.join(args.coco_dir, "annotations", "instances_train2017.json")):
+            results = convert_coco_dir(args.coco_dir, args.out_dir,
+                                       tuple(args.splits.split(",")), **common)
+        else:
+            results = convert_export(args.coco_dir, args.out_dir, val_fraction=args.val_fraction,
+                                     seed=args.split_seed, **common)
     except ConversionError as error:
         raise SystemExit(f"error: {error}")
     for r in results.values():
         print(f"{r.split}: {r.num_images} images, {r.num_instances} instances, "
               f"{len(r.shards)} shard(s), {len(r.problems)} skipped")
+    for note in layout.Channel(args.out_dir).read_info().notes:
+        print(f"note: {note}")
 
 
 if __name__ == "__main__":

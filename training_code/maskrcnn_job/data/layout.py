@@ -4,7 +4,9 @@
     <channel>/tfrecords/train-00000-of-00008.tfrecord ...   tf.train.Example records
     <channel>/tfrecords/val-00000-of-00001.tfrecord
     <channel>/tfrecords/<split>-skipped.json          only when the converter dropped records
-    <channel>/annotations/instances_val.json          the val split's COCO annotations (COCOeval)
+    <channel>/annotations/instances_val.json          the val split's COCO annotations (COCOeval),
+                                                      with the dataset's contiguous category ids
+    <channel>/annotations/split.json                  which images went to which split, and how
 
 The records' feature keys are Model Garden's: its `TfExampleDecoder` reads them
 (official/vision/dataloaders/tf_example_decoder.py; a test holds the two sets equal), as its own
@@ -42,6 +44,9 @@ def annotations_name(split: str) -> str:
     return f"instances_{split}.json"
 
 
+SPLIT_RECORD = "split.json"
+
+
 # tf.train.Example keys (Model Garden's decoder and converter).
 IMAGE_HEIGHT = "image/height"
 IMAGE_WIDTH = "image/width"
@@ -54,7 +59,7 @@ BOX_XMIN = "image/object/bbox/xmin"   # normalized to [0, 1]
 BOX_XMAX = "image/object/bbox/xmax"
 BOX_YMIN = "image/object/bbox/ymin"
 BOX_YMAX = "image/object/bbox/ymax"
-CLASS_LABEL = "image/object/class/label"  # the COCO category id (0 is background)
+CLASS_LABEL = "image/object/class/label"  # the contiguous category id, 1..K (0 is background)
 CLASS_TEXT = "image/object/class/text"
 IS_CROWD = "image/object/is_crowd"
 AREA = "image/object/area"
@@ -78,12 +83,20 @@ class SplitInfo:
 
 @dataclasses.dataclass(frozen=True)
 class DatasetInfo:
-    """dataset_info.json. `num_classes` counts the background: Model Garden's Mask R-CNN uses the
-    raw category ids as labels, 0 being background, so it is the largest id + 1."""
+    """dataset_info.json. The categories are numbered 1..K in the order of their original ids
+    (0 is background, so `num_classes` is K + 1), each with the id of the annotation file it came
+    from: [{"id": 2, "name": "scratch", "source_id": 17}, ...]. Records and the val annotations
+    use `id`; every results file a user reads (predictions, evaluation) uses `source_id`. A
+    dataset staged before the ids were numbered has no `source_id`: its ids are the originals.
+    `name` is the dataset's name; `source` says what it was converted from (the export's format,
+    files and split), `notes` what the user should know (empty categories, crowds, rotations)."""
 
     num_classes: int
-    categories: List[Dict]   # COCO's: [{"id": 1, "name": "circle", ...}]
+    categories: List[Dict]
     splits: Dict[str, SplitInfo]
+    name: str = ""
+    source: Dict = dataclasses.field(default_factory=dict)
+    notes: List[str] = dataclasses.field(default_factory=list)
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -91,7 +104,13 @@ class DatasetInfo:
     @classmethod
     def from_json(cls, payload: dict) -> "DatasetInfo":
         return cls(num_classes=int(payload["num_classes"]), categories=list(payload["categories"]),
-                   splits={name: SplitInfo(**split) for name, split in payload["splits"].items()})
+                   splits={name: SplitInfo(**split) for name, split in payload["splits"].items()},
+                   name=str(payload.get("name", "")), source=dict(payload.get("source") or {}),
+                   notes=list(payload.get("notes") or []))
+
+    def source_ids(self) -> Dict[int, int]:
+        """{contiguous id: the annotation file's id} (identity for a dataset staged before)."""
+        return {int(c["id"]): int(c.get("source_id", c["id"])) for c in self.categories}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,12 +19,15 @@ Response (application/json), for an image request:
      "detections": [{"bbox": [x, y, width, height],     # input-image pixels, COCO's order
                      "category_id": 3, "category_name": "triangle", "score": 0.97,
                      "mask": [[...28 floats...] x 28]}]}  # probabilities over the box
+(category_id: the id of the dataset's annotation file, e.g. COCO's own 1..90, not the model's
+class number 1..K; categories.json maps one to the other);
 and for a JSON request {"predictions": [<one such object per instance>]}.
 """
 
 import base64
 import json
 import os
+from typing import Optional
 
 SIGNATURE = "serving_bytes"
 DEFAULT_SCORE_THRESHOLD = 0.3
@@ -33,13 +36,18 @@ CATEGORIES_FILE = "categories.json"
 MASK_DECIMALS = 3
 
 
-def _category_names() -> dict:
-    """{category id: name} from categories.json beside this file; {} when it is absent."""
+def _categories() -> tuple:
+    """({model class id: name}, {model class id: the dataset's own id}) from categories.json
+    beside this file, empty when it is absent. The model numbers the classes 1..K; answers carry
+    the ids of the dataset's annotation file (`source_id`; a model exported before they were kept
+    has none, and its ids are the dataset's)."""
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), CATEGORIES_FILE)
     if not os.path.isfile(path):
-        return {}
+        return {}, {}
     with open(path, encoding="utf-8") as f:
-        return {int(c["id"]): c["name"] for c in json.load(f)}
+        categories = json.load(f)
+    return ({int(c["id"]): c["name"] for c in categories},
+            {int(c["id"]): int(c.get("source_id", c["id"])) for c in categories})
 
 
 def score_threshold(custom_attributes) -> float:
@@ -63,11 +71,14 @@ def tfs_request(image_bytes: bytes) -> str:
                        "instances": [{"b64": base64.b64encode(image_bytes).decode("ascii")}]})
 
 
-def detections(prediction: dict, threshold: float, names: dict) -> dict:
+def detections(prediction: dict, threshold: float, names: dict,
+               source_ids: Optional[dict] = None) -> dict:
     """One instance of TensorFlow Serving's row-format output -> this endpoint's JSON object.
 
     Model Garden's DetectionModule gives boxes as [ymin, xmin, ymax, xmax] in input-image pixels,
-    raw category ids as classes (floats), and 28x28 mask probabilities over each box."""
+    the model's class ids as classes (floats), and 28x28 mask probabilities over each box. `names`
+    and `source_ids` are keyed by the model's class id; the answer's category_id is the dataset's
+    own (`source_ids`, the class id where it has none)."""
     count = int(prediction["num_detections"])
     # image_info row 0: the original image's [height, width].
     height, width = (int(round(v)) for v in prediction["image_info"][0])
@@ -79,7 +90,8 @@ def detections(prediction: dict, threshold: float, names: dict) -> dict:
         ymin, xmin, ymax, xmax = (float(v) for v in prediction["detection_boxes"][i])
         category = int(round(float(prediction["detection_classes"][i])))
         item = {"bbox": [round(xmin, 2), round(ymin, 2), round(xmax - xmin, 2), round(ymax - ymin, 2)],
-                "category_id": category, "score": round(score, 4)}
+                "category_id": (source_ids or {}).get(category, category),
+                "score": round(score, 4)}
         if category in names:
             item["category_name"] = names[category]
         if "detection_masks" in prediction:
@@ -107,9 +119,9 @@ def output_handler(response, context):
         raise ValueError(f"TensorFlow Serving answered {response.status_code}: "
                          f"{response.content.decode('utf-8', 'replace')}")
     threshold = score_threshold(getattr(context, "custom_attributes", None))
-    names = _category_names()
+    names, source_ids = _categories()
     predictions = json.loads(response.content)["predictions"]
-    objects = [detections(p, threshold, names) for p in predictions]
+    objects = [detections(p, threshold, names, source_ids) for p in predictions]
     content_type = (context.request_content_type or "").split(";")[0].strip().lower()
     body = objects[0] if content_type in IMAGE_CONTENT_TYPES else {"predictions": objects}
     return json.dumps(body), "application/json"

@@ -38,7 +38,10 @@ def write_serving_code(model_dir: str, categories: List[dict]) -> str:
     os.makedirs(temp_dir)
     shutil.copyfile(HANDLER, os.path.join(temp_dir, "inference.py"))
     with open(os.path.join(temp_dir, "categories.json"), "w", encoding="utf-8") as f:
-        json.dump([{"id": int(c["id"]), "name": c["name"]} for c in categories], f, indent=1)
+        # id: the model's class (1..K); source_id: the dataset's own id, which answers carry.
+        json.dump([{"id": int(c["id"]), "name": c["name"],
+                    "source_id": int(c.get("source_id", c["id"]))} for c in categories], f,
+                  indent=1)
     shutil.rmtree(final_dir, ignore_errors=True)
     os.replace(temp_dir, final_dir)
     return final_dir

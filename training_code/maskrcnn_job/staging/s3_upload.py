@@ -1,4 +1,5 @@
-"""Uploads a directory under an S3 prefix with its completeness marker last, and checks markers."""
+"""Uploads a directory under an S3 prefix with its completeness marker last, checks markers, and
+downloads a prefix (an uploaded export)."""
 
 import os
 from typing import Tuple
@@ -40,3 +41,25 @@ def upload_directory(directory: str, s3_uri: str, last: str, client=None) -> int
     for rel in tqdm(files, desc=f"upload to {s3_uri}", unit="file"):
         client.upload_file(os.path.join(directory, rel), bucket, prefix + rel)
     return len(files)
+
+
+def download_prefix(s3_uri: str, directory: str, client=None) -> int:
+    """Downloads every object below the prefix into `directory` (keys relative to the prefix);
+    a file already there with the object's size is kept, so a re-run resumes. Returns the number
+    of objects."""
+    bucket, prefix = split_s3_uri(s3_uri)
+    client = _client(client)
+    objects = [item for page in client.get_paginator("list_objects_v2").paginate(
+        Bucket=bucket, Prefix=prefix) for item in page.get("Contents", [])
+        if not item["Key"].endswith("/")]
+    root = os.path.abspath(directory)
+    for item in tqdm(objects, desc=f"download {s3_uri}", unit="file"):
+        target = os.path.abspath(os.path.join(root, item["Key"][len(prefix):]))
+        if not target.startswith(root + os.sep):
+            raise StagingError(f"s3://{bucket}/{item['Key']} would be written outside {root}")
+        if os.path.isfile(target) and os.path.getsize(target) == item["Size"]:
+            continue
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        client.download_file(bucket, item["Key"], target + ".incomplete")
+        os.replace(target + ".incomplete", target)
+    return len(objects)

@@ -1,12 +1,14 @@
 """Stage COCO 2017 for the cloud: download (resumable, verified) -> convert -> upload to S3.
 
-Writes the `train` channel layout (see training_code/README.md) under an S3 prefix, by default
-the one the stacks use, `s3://<bucket>/datasets/coco2017/`. dataset_info.json is uploaded last: a
+The dataset `coco2017` of the staging job (stage_dataset.py, which parses its arguments). Writes
+the `train` channel layout (see training_code/README.md) under an S3 prefix, the one the stacks
+use being `s3://<bucket>/datasets/coco2017/`. dataset_info.json is uploaded last: a
 prefix without it is incomplete. First, with `pretrained_s3_uri`, the ImageNet backbone checkpoint
 goes to `<pretrained_s3_uri><backbone>/` (stage_backbone). Each part is skipped when its S3 prefix
 is complete, so the job can be re-run. Runs anywhere with this package's requirements, or as a
 SageMaker job with the training image (started by the request's Environment
-SAGEMAKER_PROGRAM=stage_coco.py, the destination as hyperparameter `s3_uri`, a volume of >= 100 GB:
+SAGEMAKER_PROGRAM=stage_dataset.py, the destination as hyperparameter `s3_uri`, a volume of
+>= 100 GB:
 ~19 GB of archives, ~20 GB of images, ~20 GB of TFRecords), so no notebook disk is needed.
 
 Its sources are the published ones (COCO_2017, stage_backbone.PUBLISHED) unless the environment
@@ -17,7 +19,6 @@ never sets it; the files are verified against what that file lists, as against t
 sizes and hashes.
 """
 
-import argparse
 import dataclasses
 import json
 import os
@@ -25,9 +26,7 @@ import shutil
 import zipfile
 from typing import Dict, Optional, Sequence, Tuple
 
-from maskrcnn_contract.job_io import (DATASET_COMPLETE_MARKER, STAGING_BACKBONES,
-                                      STAGING_CONTAINER_WORK_DIR, STAGING_PRETRAINED_S3_URI,
-                                      STAGING_S3_URI, STAGING_WORK_DIR)
+from maskrcnn_contract.job_io import DATASET_COMPLETE_MARKER, DEFAULT_DATASET
 from tqdm import tqdm
 
 from maskrcnn_job.staging import s3_upload, stage_backbone
@@ -112,47 +111,7 @@ def stage(work_dir: str, s3_uri: Optional[str], workers: int, strict: bool = Fal
         extract(download(archive, downloads), archive, coco_dir)
     # COCO 2017 holds a few degenerate annotations; by default they are skipped and reported.
     coco_to_tfrecord.convert_coco_dir(coco_dir, channel, skip_invalid=not strict,
-                                      workers=workers)
+                                      workers=workers, name=DEFAULT_DATASET)
     if s3_uri:
         s3_upload.upload_directory(channel, s3_uri, last=DATASET_COMPLETE_MARKER)
     return channel
-
-
-def main(argv=None) -> None:
-    # No abbreviations: `--backbone` must not pass for `--backbones`.
-    parser = argparse.ArgumentParser(description=__doc__, allow_abbrev=False,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    # The launcher's hyperparameter names too: the SageMaker toolkit passes them as --name value.
-    parser.add_argument("--s3-uri", f"--{STAGING_S3_URI}", dest="s3_uri",
-                        help=f"destination, e.g. s3://<bucket>/{DEFAULT_PREFIX}; none: local only")
-    default_work = (STAGING_CONTAINER_WORK_DIR if "SM_CURRENT_HOST" in os.environ
-                    else "build/coco2017")
-    parser.add_argument("--work-dir", f"--{STAGING_WORK_DIR}", dest="work_dir", default=default_work,
-                        help=f"downloads, images and TFRecords ({default_work})")
-    parser.add_argument("--pretrained-s3-uri", f"--{STAGING_PRETRAINED_S3_URI}",
-                        dest="pretrained_s3_uri",
-                        help="where the backbone checkpoints go, e.g. s3://<bucket>/pretrained/ "
-                        "(each in <backbone>/); none: no backbone")
-    parser.add_argument("--backbones", f"--{STAGING_BACKBONES}", dest="backbones",
-                        default=",".join(stage_backbone.DEFAULT_BACKBONES),
-                        help="comma-separated backbones whose ImageNet checkpoint to stage")
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--strict", action="store_true",
-                        help="fail on invalid annotations instead of skipping and reporting them")
-    args, unknown = parser.parse_known_args(argv)
-    if unknown:
-        # A misspelled staging hyperparameter would otherwise stage with the default silently.
-        known = sorted(action.dest for action in parser._actions if action.dest != "help")
-        raise StagingError(f"unknown arguments {unknown}: the staging job's hyperparameters are "
-                           f"{', '.join(known)}")
-    backbones = [b.strip() for b in args.backbones.split(",") if b.strip()]
-    archives, checkpoints = sources()
-    channel = stage(args.work_dir, args.s3_uri, args.workers, args.strict, archives=archives,
-                    pretrained_s3_uri=args.pretrained_s3_uri, backbones=backbones,
-                    checkpoints=checkpoints)
-    if channel:
-        print(f"staged: {channel}" + (f" -> {args.s3_uri}" if args.s3_uri else ""))
-
-
-if __name__ == "__main__":
-    main()

@@ -33,7 +33,7 @@ from maskrcnn_job import sagemaker_env
 from maskrcnn_job.data import layout
 from maskrcnn_job.distribution.backend import Backend
 from maskrcnn_job.serving import export
-from maskrcnn_job.training import evaluation, experiment
+from maskrcnn_job.training import evaluation, experiment, init_from_checkpoint
 from maskrcnn_job.training import watchdog as stall
 from maskrcnn_job.training.schedule import Schedule
 
@@ -50,6 +50,7 @@ class Paths:
     output_data_dir: str
     tensorboard_dir: str
     init_checkpoint: Optional[str] = None
+    init_from: Optional[str] = None  # the `init` channel: an earlier run's checkpoints (fine-tune)
 
 
 def _format_eta(seconds: float) -> str:
@@ -105,6 +106,8 @@ class Trainer:
         self.task = maskrcnn.MaskRCNNTask(self.config.task, logging_dir=paths.output_data_dir)
         with backend.scope():
             self.model = experiment.build_model(self.task, backend.sync_batch_norm_layer)
+            if hps.freeze_backbone:  # before the optimizer's slots, which trainable weights get
+                init_from_checkpoint.freeze_backbone(self.model)
             factory = optimization.OptimizerFactory(self.config.trainer.optimizer_config)
             self.learning_rate = factory.build_learning_rate()
             self.optimizer = performance.configure_optimizer(
@@ -123,6 +126,18 @@ class Trainer:
                                 if v.ref() not in frozen]
         if paths.init_checkpoint and backend.is_chief:
             self.task.initialize(self.model)  # the broadcast in start() hands it to the others
+        self.run_info = init_from_checkpoint.run_info(hps, info.categories, info.name or None)
+        self.fine_tuned = None
+        if backend.is_chief:
+            # Beside the checkpoints: a later run can fine-tune from them. A resumed run's own
+            # checkpoint (start()) replaces what the init channel gives.
+            init_from_checkpoint.write_run_info(paths.checkpoint_dir, self.run_info)
+            if paths.init_from:
+                self.fine_tuned = init_from_checkpoint.restore(
+                    self.model, init_from_checkpoint.latest_checkpoint(paths.init_from),
+                    reinitialize_class_specific=not init_from_checkpoint.same_classes(
+                        init_from_checkpoint.check(paths.init_from, hps)["categories"],
+                        info.categories))
         self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer)
         self._managers: Dict[str, tf.train.CheckpointManager] = {}
         # Evaluation and export run on the model this returns: the training model, or (under a
@@ -377,7 +392,9 @@ class Trainer:
         clash (docs/aws-rules.md SM-10). The other processes write nothing there."""
         exported = export.export_saved_model(
             self.config, model, self.paths.model_dir,
-            categories=export.read_categories(self.channel.annotations(layout.VAL)))
+            categories=self.run_info["categories"])  # dataset_info's: ids and source ids
+        init_from_checkpoint.write_run_info(
+            os.path.join(self.paths.model_dir, export.CODE_DIR), self.run_info)
         # print, not log: only rank 0 logs at INFO.
         print(f"rank {self.backend.rank} exported SavedModel to {exported}", flush=True)
         # The final evaluation's report beside it (docs/evaluation.md), after code/ is written.

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ENTRY_POINT = Path(__file__).resolve().parents[2] / "training_code" / "stage_coco.py"
+ENTRY_POINT = Path(__file__).resolve().parents[2] / "training_code" / "stage_dataset.py"
 
 
 def test_failure_exits_non_zero_and_writes_the_cause(tmp_path):
@@ -15,7 +15,7 @@ def test_failure_exits_non_zero_and_writes_the_cause(tmp_path):
                             env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 1
     failure = (tmp_path / "opt_ml" / "output" / "failure").read_text()
-    assert failure.startswith("COCO staging failed: ")
+    assert failure.startswith("staging failed: ")
     assert "'bucket/datasets/coco2017/' is not an s3:// URI" in failure
     assert not (tmp_path / "work").exists()
 
@@ -30,5 +30,6 @@ def test_a_misspelled_staging_hyperparameter_fails_the_job_naming_the_known_ones
     assert result.returncode == 1
     failure = (tmp_path / "opt_ml" / "output" / "failure").read_text()
     assert "unknown arguments ['--backbone', 'resnet50']" in failure
-    assert "backbones, pretrained_s3_uri, s3_uri, strict, work_dir, workers" in failure
+    assert ("backbones, crowd_as_instances, dataset, import_s3_uri, pretrained_s3_uri, s3_uri, "
+            "split_seed, strict, val_fraction, work_dir, workers") in failure
     assert not (tmp_path / "work").exists()
