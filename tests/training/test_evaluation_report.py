@@ -252,8 +252,13 @@ def test_the_threshold_of_best_f1_on_a_constructed_score_distribution():
 
 
 def test_thresholds_per_class_and_over_all_classes_of_the_constructed_case():
+    # A dataset renumbered from an export's ids {3, 17, 55, 1000}: every class keeps its own.
+    exported = {1: 3, 2: 17, 3: 55, 4: 1000}
     built = report.build(_evaluate(CONSTRUCTED_GT, CONSTRUCTED_DETECTIONS),
-                         report.category_names([1, 2, 3, 4], CATEGORIES))
+                         report.category_names([1, 2, 3, 4], CATEGORIES), source_ids=exported)
+    assert [(c["id"], c["source_id"]) for c in built["categories"]] == sorted(exported.items())
+    assert [(row["id"], row["source_id"]) for row in built["tasks"]["segm"]["per_class"]] == \
+        sorted(exported.items())
     rows = {row["name"]: row["best_f1"] for row in built["tasks"]["bbox"]["per_class"]}
     # circle: image 3's circle detection (0.4) is its one true positive; image 1's (0.2) is false.
     assert (rows["circle"]["score_threshold"], rows["circle"]["true_positives"],

@@ -19,6 +19,8 @@ so the pictures show what the endpoint would answer. Writes, under --out:
 """
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import tarfile
@@ -194,7 +196,8 @@ def predict(model: str, images: Sequence[str], out_dir: str, annotations: Option
 
         if not os.path.isfile(annotations):
             raise PredictError(f"annotations {annotations!r} do not exist")
-        coco = COCO(annotations)
+        with contextlib.redirect_stdout(io.StringIO()):  # pycocotools' "loading annotations"
+            coco = COCO(annotations)
     ids = _image_ids(files, coco)
     with tempfile.TemporaryDirectory() as scratch:
         saved_model, categories = _model_paths(model, scratch)

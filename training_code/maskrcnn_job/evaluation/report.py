@@ -312,7 +312,9 @@ def _null(value: float) -> Optional[float]:
 
 
 def task_report(coco_eval, iou_type: str, names: Dict[int, str],
-                confusion_score: float = DEFAULT_CONFUSION_SCORE) -> Dict:
+                confusion_score: float = DEFAULT_CONFUSION_SCORE,
+                source_ids: Optional[Dict[int, int]] = None) -> Dict:
+    source_ids = source_ids or {}
     category_ids = [int(c) for c in coco_eval.params.catIds]
     images = _images(coco_eval, iou_type)
     found = thresholds(images, category_ids)
@@ -326,7 +328,8 @@ def task_report(coco_eval, iou_type: str, names: Dict[int, str],
     per_class = []
     for k, row in enumerate(per_class_ap(coco_eval)):
         c = row["id"]
-        per_class.append(dict(row, name=names[c], instances=ground_truth[c],
+        per_class.append(dict(row, source_id=source_ids.get(c, c), name=names[c],
+                              instances=ground_truth[c],
                               detections=detections[c], best_f1=found["per_class"][c],
                               pr_curves=_curves(coco_eval, k)))
     return {
@@ -341,12 +344,15 @@ def task_report(coco_eval, iou_type: str, names: Dict[int, str],
 
 def build(evaluations: Dict[str, object], names: Dict[int, str], step: Optional[int] = None,
           evaluator: str = "", timing: Optional[Dict] = None,
-          confusion_score: float = DEFAULT_CONFUSION_SCORE) -> Dict:
+          confusion_score: float = DEFAULT_CONFUSION_SCORE,
+          source_ids: Optional[Dict[int, int]] = None) -> Dict:
     """The report of one evaluation: `evaluations` {"bbox": COCOeval, "segm": COCOeval} after
     accumulate() and summarize(), over the same images and detections; `names` {category id:
-    name} (category_names)."""
+    name} (category_names); `source_ids` {category id: the id of the annotation file the dataset
+    was converted from} (DatasetInfo.source_ids(); absent: the ids are the originals)."""
     first = next(iter(evaluations.values()))
     category_ids = [int(c) for c in first.params.catIds]
+    source_ids = source_ids or {}
     return {
         "schema": SCHEMA,
         "step": step,
@@ -354,8 +360,9 @@ def build(evaluations: Dict[str, object], names: Dict[int, str], step: Optional[
         "images": len(first.params.imgIds),
         "detections": sum(1 for ann in first.cocoDt.dataset["annotations"]
                           if ann["image_id"] in set(first.params.imgIds)),
-        "categories": [{"id": c, "name": names[c]} for c in category_ids],
-        "tasks": {task: task_report(coco_eval, task, names, confusion_score)
+        "categories": [{"id": c, "source_id": source_ids.get(c, c), "name": names[c]}
+                       for c in category_ids],
+        "tasks": {task: task_report(coco_eval, task, names, confusion_score, source_ids)
                   for task, coco_eval in evaluations.items()},
         "timing": timing or {},
     }

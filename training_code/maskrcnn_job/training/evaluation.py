@@ -161,9 +161,12 @@ class Evaluator:
             names = evaluation_report.category_names(
                 evaluations["segm"].params.catIds, self._categories,
                 self._coco_gt.dataset.get("categories"))
+            # Each class also under its id in the export the dataset was converted from.
+            source_ids = {int(c["id"]): int(c.get("source_id", c["id"]))
+                          for c in self._categories or []}
             report = evaluation_report.build(evaluations, names, step=step,
                                              evaluator=coco_evaluation.describe(evaluator),
-                                             timing=timing)
+                                             timing=timing, source_ids=source_ids)
             report["timing"]["report_s"] = round(time.time() - started, 3)  # without pictures
             files = evaluation_report.write(report, report_dir(self._report_root, step))
         except Exception:  # noqa: BLE001  (the report is secondary: the model is not)
