@@ -1,9 +1,10 @@
 """A hung rank fails its job (issue 28): on 2 emulated hosts under the real SageMaker toolkit, the
 process of one rank is stopped (SIGSTOP: it can write nothing any more) after a few steps, and the
-job ends within the stall budget plus a measured bound, with a failure reason that names the rank,
-its host and the phase. The same run is the healthy half: with a 15 s step budget it goes through
-start-up, the first step (which traces the graph: longer than 15 s here) and an evaluation before
-the stop, on the slow phases' budget. The watchdog's logic: test_watchdog.py."""
+job ends within the stall budget plus a measured bound, with a failure reason from the rank that
+waited for it, naming the phase and the stopped rank and its host as not answering (the peers'
+status servers, training/peers.py). The same run is the healthy half: with a 15 s step budget it
+goes through start-up, the first step (which traces the graph: longer than 15 s here) and an
+evaluation before the stop, on the slow phases' budget. The watchdog's logic: test_watchdog.py."""
 
 import os
 import re
@@ -19,8 +20,9 @@ from tests.training.test_strategies import _descendants
 
 STEP_BUDGET_MINUTES = 0.25
 # From the stop to the job's end, beyond the step budget: the watchdog's check period (a tenth of
-# the budget), the failure report, mpirun's abort and the hosts' teardown. Measured: 8.4 s (23.4 s
-# from the stop to the end, 2 CPU cores shared with other test runs).
+# the budget), asking the peers (the stopped one: peers.ANSWER_TIMEOUT_S, 3 s), the failure
+# report, mpirun's abort and the hosts' teardown. Measured before the peers were asked: 8.4 s
+# (23.4 s from the stop to the end, 2 CPU cores shared with other test runs).
 END_AFTER_BUDGET_SECONDS = 30
 
 
@@ -84,11 +86,13 @@ def test_a_stopped_horovod_rank_fails_the_job_naming_the_stall(tmp_path):
     evaluation_s, = (float(s) for s in re.findall(r"evaluation at step 8 took (\d+) s", output))
     measured("horovod: evaluation at step 8 (s)", evaluation_s)
     assert "step 20/60" not in output
-    # The stall: rank 0, waiting, reports it; its first line is the job's failure reason.
+    # The stall: rank 0, waiting, reports it, and names rank 1, which its status server no longer
+    # answers for; the first line is the job's failure reason.
     reason = output.split("failure (job failure reason):\n", 1)[1]
     first = reason.splitlines()[0]
     assert re.fullmatch(r"rank 0 on algo-1 stalled: no progress for 0\.2\d min in phase train "
-                        r"\(last finished step 15\)", first), reason[:1500]
+                        r"\(last finished step 15\); not answering: rank 1 on algo-2", first), \
+        reason[:1500]
     assert (_opt_ml(tmp_path, "algo-1") / "output" / "failure").read_text().startswith(first)
     assert "every thread's stack:" in output
     seconds = measured("horovod: rank stopped to the job's end (s)", ended_at - stopped_at)

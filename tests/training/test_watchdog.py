@@ -1,8 +1,13 @@
 """The stall watchdog's logic (training/watchdog.py) on a fake clock, its thread and its exit in a
-real process, and its settings. The job failing on 2 emulated hosts when a rank is stopped:
-test_stall.py."""
+real process, and its settings; asking the peers when it fires (training/peers.py): status servers
+on 127.0.0.1, a socket that listens and never answers standing for a frozen process, and a real
+process stopped with SIGSTOP. The job failing on 2 emulated hosts when a rank is stopped, its
+reason naming that rank: test_stall.py."""
 
 import json
+import os
+import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -12,6 +17,7 @@ import pytest
 
 from maskrcnn_contract import hyperparameters
 
+from maskrcnn_job.training import peers
 from maskrcnn_job.training import watchdog as stall
 
 
@@ -136,6 +142,7 @@ HANGING = """
 import json, os, sys, time
 from maskrcnn_contract import hyperparameters
 from maskrcnn_job import job, sagemaker_env
+from maskrcnn_job.training import peers
 from maskrcnn_job.training import watchdog as stall
 env = sagemaker_env.load()
 hps = hyperparameters.parse({"stall_timeout_minutes": "0.01"})
@@ -159,8 +166,10 @@ def test_a_hanging_process_fails_with_its_cause_in_the_failure_file(tmp_path):
     elapsed = time.monotonic() - started
     assert run.returncode == stall.EXIT_STATUS, run.stderr
     assert elapsed < 20, elapsed  # 0.6 s of budget, a Python start-up and a few imports
+    # Its peers' addresses were never exchanged (no backend here): the report says so.
     first = ("rank 1 on algo-2 stalled: no progress for 0.01 min in phase train "
-             "(last finished step 7)")
+             "(last finished step 7); peers not asked: their addresses are exchanged once the "
+             "backend started")
     assert (tmp_path / "output" / "failure").read_text().splitlines()[0] == first
     assert f"Exception in the training job, {first}\n" in run.stderr  # SM-9's scan
     assert "every thread's stack:" in run.stderr and "<module>" in run.stderr
@@ -173,3 +182,166 @@ def test_the_budgets_take_fractions_zero_and_refuse_negatives(name):
     with pytest.raises(hyperparameters.HyperparameterError,
                        match=rf"^hyperparameter {name}=-1.0: must be >= 0.0$"):
         hyperparameters.parse({name: "-1"})
+
+
+# Asking the peers (training/peers.py).
+
+
+class FrozenPeer:
+    """A port whose process never answers: its kernel accepts connections into the listen
+    backlog, as a stopped process's does, and nothing reads or writes them."""
+
+    def __init__(self):
+        self.socket = socket.create_server(("127.0.0.1", 0))
+        self.port = self.socket.getsockname()[1]
+
+    def close(self):
+        self.socket.close()
+
+
+def _closed_port() -> int:
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def fast_peers(monkeypatch):
+    monkeypatch.setattr(peers, "ANSWER_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(peers, "ASK_ALL_TIMEOUT_S", 1.0)
+
+
+def test_the_peers_that_answer_that_are_frozen_and_that_are_gone(fast_peers):
+    clock = Clock()
+    answering = stall.Watchdog("rank 1", "algo-1", 60, 600, report=print, clock=clock)
+    answering.phase(stall.TRAIN)
+    answering.progress(15)
+    clock.advance(42)
+    frozen = FrozenPeer()
+    try:
+        table = [answering.serve_status(bind="127.0.0.1"),
+                 {"who": "rank 2", "host": "algo-1", "port": frozen.port},
+                 {"who": "rank 3", "host": "algo-1", "port": _closed_port()},
+                 {"who": "rank 4", "host": "algo-1", "port": None}]
+        assert table[0] == {"who": "rank 1", "host": "algo-1", "port": table[0]["port"]}
+        started = time.monotonic()
+        answers = peers.ask_all(table, own_host="algo-1")  # same host: asked at 127.0.0.1
+        assert time.monotonic() - started < 1.5
+    finally:
+        frozen.close()
+        answering.stop()
+    assert answers[0].status == {"who": "rank 1", "host": "algo-1", "phase": "train",
+                                 "last_step": 15, "seconds_since_progress": 42.0}
+    assert answers[1].problem == "timeout"
+    assert answers[2].problem.startswith("ConnectionRefusedError")
+    assert answers[3].problem == "no status server"
+    assert peers.describe(answers, 1000) == (
+        "; not answering: rank 2 on algo-1"
+        f"; not reached: rank 3 on algo-1 ({answers[2].problem}), "
+        "rank 4 on algo-1 (no status server)"
+        "; answering: rank 1 on algo-1 (phase train, last finished step 15, idle 42 s)")
+
+
+def test_when_every_peer_answers_the_report_says_so_and_no_peers_say_nothing():
+    answers = [peers.Answer({"who": f"rank {k}", "host": f"algo-{k + 1}", "port": 1},
+                            status={"phase": "train", "last_step": 15,
+                                    "seconds_since_progress": 16.2}) for k in (1, 2)]
+    assert peers.describe(answers, 1000) == (
+        "; every peer answers: rank 1 on algo-2 (phase train, last finished step 15, idle 16 s), "
+        "rank 2 on algo-3 (phase train, last finished step 15, idle 16 s)")
+    assert peers.describe([], 1000) == ""
+
+
+def test_many_silent_peers_keep_the_first_line_within_the_failure_reason():
+    answers = [peers.Answer({"who": f"rank {k}", "host": f"algo-{k // 8 + 1}", "port": 1})
+               for k in range(1, 512)]
+    text = peers.describe(answers, 880)
+    assert len(text) <= 880
+    assert text.startswith("; not answering: rank 1 on algo-1, rank 2 on algo-1, ")
+    assert text.endswith(" more") and " and " in text
+    shown = text.count(" on algo-")
+    assert text.endswith(f" and {511 - shown} more")
+    assert peers.describe(answers, 10) == "; not answering: 511 peer(s)"
+
+
+def test_the_firing_watchdog_names_the_frozen_peer_and_leaves_itself_out(fast_peers, tmp_path):
+    reports, exits, fired = [], [], threading.Event()
+    frozen = FrozenPeer()
+    stream = open(tmp_path / "stderr.txt", "w", encoding="utf-8")  # faulthandler: a real file
+    dog = stall.Watchdog("rank 0", "algo-1", 0.3, 5.0, report=reports.append,
+                         exit=lambda status: (exits.append(status), fired.set()), stream=stream)
+    try:
+        own = dog.serve_status(bind="127.0.0.1")
+        dog.set_peers([own, {"who": "rank 1", "host": "algo-1", "port": frozen.port}])
+        dog.start(stall.TRAIN)
+        assert fired.wait(10)
+    finally:
+        dog.stop()
+        frozen.close()
+        stream.close()
+    first = reports[0].splitlines()[0]
+    assert first == ("rank 0 on algo-1 stalled: no progress for 0.01 min in phase train (no step "
+                     "finished yet); not answering: rank 1 on algo-1")
+    assert reports[0].splitlines()[1].startswith("The budget of phase train")
+    assert exits == [stall.EXIT_STATUS]
+
+
+def test_a_failing_peer_check_still_reports_and_exits(monkeypatch, tmp_path):
+    def broken(*args, **kwargs):
+        raise RuntimeError("no threads left")
+
+    monkeypatch.setattr(peers, "ask_all", broken)
+    reports, exits, fired = [], [], threading.Event()
+    with open(tmp_path / "stderr.txt", "w", encoding="utf-8") as stream:
+        dog = stall.Watchdog("rank 0", "algo-1", 0.2, 5.0, report=reports.append,
+                             exit=lambda status: (exits.append(status), fired.set()),
+                             stream=stream)
+        dog.set_peers([{"who": "rank 1", "host": "algo-2", "port": 1}])
+        dog.start(stall.TRAIN)
+        assert fired.wait(10)
+    assert reports[0].splitlines()[0].endswith(
+        "(no step finished yet); peers not checked: RuntimeError: no threads left")
+    assert exits == [stall.EXIT_STATUS]
+
+
+def test_a_port_taken_leaves_no_status_server_and_training_goes_on(capsys):
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        dog = stall.Watchdog("rank 0", "algo-1", 60, 600, report=print)
+        assert dog.serve_status(port=port, bind="127.0.0.1") == {
+            "who": "rank 0", "host": "algo-1", "port": None}
+    warning = capsys.readouterr().err
+    assert warning.startswith("stall watchdog: rank 0 on algo-1: no status server for the peers (")
+    assert "Error" not in warning  # the toolkit's failure scan (aws-rules.md SM-9)
+
+
+# A real process serving its status, then stopped (SIGSTOP): connected to, it answers nothing.
+SERVING = """
+import sys, time
+from maskrcnn_job.training import watchdog as stall
+dog = stall.Watchdog("rank 1", "algo-2", 60, 600, report=print)
+dog.phase(stall.TRAIN)
+dog.progress(15)
+print(dog.serve_status(bind="127.0.0.1")["port"], "tensorflow" in sys.modules, flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_stopped_process_is_not_answering(fast_peers):
+    process = subprocess.Popen([sys.executable, "-c", SERVING], stdout=subprocess.PIPE, text=True)
+    try:
+        port, tensorflow_imported = process.stdout.readline().split()
+        assert tensorflow_imported == "False"  # the watchdog and its peers: pure Python
+        address = {"who": "rank 1", "host": "algo-2", "port": int(port)}
+        running, = peers.ask_all([address], own_host="algo-2")
+        assert running.status["last_step"] == 15 and running.status["phase"] == "train"
+        os.kill(process.pid, signal.SIGSTOP)
+        started = time.monotonic()
+        stopped, = peers.ask_all([address], own_host="algo-2")
+        assert 0.4 < time.monotonic() - started < 1.5
+        assert stopped.status is None and stopped.problem == "timeout"
+        assert peers.describe([stopped], 1000) == "; not answering: rank 1 on algo-2"
+    finally:
+        os.kill(process.pid, signal.SIGCONT)
+        process.kill()
+        process.wait()
+        process.stdout.close()

@@ -6,7 +6,9 @@ gradients, or a tf.distribute strategy's), periodic checkpoints (the chief's cop
 directory SageMaker syncs) and resume, COCO evaluation and its report, TensorBoard summaries,
 metric lines, and the SavedModel at the end with the last report beside it (the chief's: no other
 process writes /opt/ml/model). Each finished step, evaluated batch and phase goes to the stall
-watchdog (watchdog.py), which fails the job when they stop coming. The backend
+watchdog (watchdog.py), which fails the job when they stop coming; before the first step the
+processes exchange the addresses at which their watchdogs answer each other (peers.py), so that
+the one that fires names a peer that is frozen. The backend
 (horovod_backend.HorovodBackend, tf_strategies.MultiWorkerMirroredBackend or
 tf_strategies.ParameterServerBackend) is the seam: nothing here depends on which one runs.
 """
@@ -308,9 +310,25 @@ class Trainer:
     def start(self) -> None:
         """The chief's state (latest checkpoint) everywhere, then the backend's step runner."""
         self._restore_and_broadcast()
+        self._exchange_status_addresses()
         # A resumed run sees the data in a new order rather than replaying the first epochs.
         self.config.task.train_data.seed = self.backend.input_seed(self.seed + self.step)
         self._run_steps = self.backend.step_runner(self._train_step_fn, self._training_inputs)
+
+    def _exchange_status_addresses(self) -> None:
+        """Every process's stall-status address to every process (a collective, once), so that a
+        watchdog that fires names the peers that no longer answer (watchdog.py, peers.py). Off
+        with the watchdog, as it is everywhere alike (the same hyperparameters); a failure here
+        is a warning, never the job's end."""
+        if not self.watchdog.enabled:
+            return
+        address = self.watchdog.serve_status()  # never raises
+        try:
+            self.watchdog.set_peers(list(self.backend.gather_objects(address)))
+        except Exception as error:  # noqa: BLE001  (the stall report says "peers not asked")
+            log.warning("stall watchdog: peers' addresses not exchanged (%s); a stall report "
+                        "will not name them", sagemaker_env.quiet_for_the_failure_scan(
+                            f"{type(error).__name__}: {error}"))
 
     def train_steps(self, count: int) -> List[Dict[str, np.ndarray]]:
         """`count` steps; the losses of each (this rank's, or the worker's that ran it). Each

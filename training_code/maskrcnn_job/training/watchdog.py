@@ -7,14 +7,21 @@ step, an evaluated batch) and phase changes (`phase`); a thread looks every few 
 the current phase has gone its budget without progress it
 1. reports the stall through `report` (job.py: the toolkit's stderr line and the failure file,
    whose first line becomes the job's FailureReason, docs/aws-rules.md SM-8), first line
-   "<rank> on <host> stalled: no progress for <m> min in phase <phase> (last finished step <n>)";
+   "<rank> on <host> stalled: no progress for <m> min in phase <phase> (last finished step <n>)",
+   followed by what its peers say (peers.py): "; not answering: rank 1 on algo-2" names a frozen
+   one, "; every peer answers: ..." (with their phases and steps) says none is;
 2. prints every thread's Python stack to stderr;
 3. ends the process with EXIT_STATUS at once (os._exit: the main thread is stuck, and interpreter
    shutdown would wait on it). What a failing process does to the job is the distribution's:
    mpirun aborts every rank, a MultiWorkerMirroredStrategy host that exits non-zero fails the job,
    a parameter-server host fails when its chief does (distribution/parameter_server_host.py).
 A process that is itself frozen (SIGSTOP, a dead host) reports nothing: the ranks waiting for it
-in a collective make no progress either, and theirs fire.
+in a collective make no progress either, and theirs fire, naming it as not answering. For that
+each process serves its status (`serve_status`, a thread and a TCP port) and learns its peers'
+addresses once the backend has started (`set_peers`, trainer.py); asking them takes at most
+peers.ASK_ALL_TIMEOUT_S, and no failure of it keeps the report and the exit from happening.
+Under ParameterServerStrategy the chief alone runs the loop (its peers are TensorFlow's servers):
+it has no peers to ask.
 
 Budgets: TRAIN (between finished steps) gets `step_budget_s`; every other phase (start-up, the
 first step, which traces the graph, checkpoints, evaluation with the chief's COCOeval while the
@@ -28,7 +35,9 @@ import os
 import sys
 import threading
 import time
-from typing import Callable, Optional, TextIO
+from typing import Callable, List, Optional, TextIO
+
+from maskrcnn_job.training import peers as peer_status
 
 # The loop's phases, as they appear in a stall report.
 START = "start"            # TensorFlow, the backend, the model, the restore and broadcast
@@ -40,6 +49,7 @@ EXPORT = "export"
 
 EXIT_STATUS = 1
 MAX_CHECK_SECONDS = 5.0    # how often the thread looks, at most (a tenth of the budget if less)
+FIRST_LINE_CHARS = 1000    # the report's first line, peers included (FailureReason: 1024)
 
 
 def minutes(seconds: float) -> str:
@@ -65,6 +75,8 @@ class Watchdog:
         self._phase, self._since, self._step = START, clock(), None
         self._stopped = threading.Event()
         self._thread: Optional[threading.Thread] = None
+        self._server: Optional[peer_status.StatusServer] = None
+        self._peers: Optional[List[peer_status.Address]] = None  # None: not exchanged yet
 
     @classmethod
     def off(cls) -> "Watchdog":
@@ -99,6 +111,52 @@ class Watchdog:
 
     def stop(self) -> None:
         self._stopped.set()
+        if self._server is not None:
+            self._server.close()
+
+    def status(self) -> dict:
+        """What this process's status server answers a peer."""
+        with self._lock:
+            phase, idle, step = self._phase, self._clock() - self._since, self._step
+        return {"who": self.who, "host": self.host, "phase": phase, "last_step": step,
+                "seconds_since_progress": round(idle, 1)}
+
+    def serve_status(self, port: int = 0, bind: str = "0.0.0.0") -> peer_status.Address:
+        """Starts this process's status server (once) and returns its address for the peers, port
+        None if it could not listen (said on the stream). Never raises."""
+        try:
+            if self._server is None:
+                self._server = peer_status.StatusServer(self.status, port=port, bind=bind)
+            return {"who": self.who, "host": self.host, "port": self._server.port}
+        except Exception as error:  # noqa: BLE001  (training goes on; the peers will say so)
+            # No exception class name in the log (the toolkit's failure scan, aws-rules.md SM-9).
+            print(f"stall watchdog: {self.who} on {self.host}: no status server for the peers "
+                  f"({error})", file=self._stream or sys.stderr, flush=True)
+            return {"who": self.who, "host": self.host, "port": None}
+
+    def set_peers(self, addresses: List[peer_status.Address]) -> None:
+        """Every process's address (serve_status's, gathered); this process's own is left out."""
+        self._peers = [a for a in addresses if isinstance(a, dict)
+                       and (a.get("who"), a.get("host")) != (self.who, self.host)]
+
+    def ask_peers(self, room: int) -> str:
+        """What the peers say, for the report's first line (at most about `room` characters);
+        never raises."""
+        try:
+            if self._peers is None:
+                return "; peers not asked: their addresses are exchanged once the backend started"
+            answers = peer_status.ask_all(self._peers, own_host=self.host)
+            return peer_status.describe(answers, room)
+        except Exception as error:  # noqa: BLE001  (the report and the exit come first)
+            return f"; peers not checked: {type(error).__name__}: {error}"[:max(room, 40)]
+
+    def _with_peers(self, message: str) -> str:
+        first, newline, rest = message.partition("\n")
+        try:
+            first = (first + self.ask_peers(FIRST_LINE_CHARS - len(first)))[:FIRST_LINE_CHARS]
+        except Exception:  # noqa: BLE001, S110  (the report as it was)
+            pass
+        return first + newline + rest
 
     def check(self) -> Optional[str]:
         """The stall report if the current phase went past its budget without progress."""
@@ -126,7 +184,7 @@ class Watchdog:
     def _fire(self, message: str) -> None:
         stream = self._stream or sys.stderr
         try:
-            self._report(message)
+            self._report(self._with_peers(message))
         finally:
             try:
                 print(f"stall watchdog: {self.who} on {self.host}: every thread's stack:",
