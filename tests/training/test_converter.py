@@ -353,3 +353,15 @@ def test_skip_invalid_drops_bad_images_and_lists_their_files(small_coco, tmp_pat
     listed = {os.path.basename(p["detail"].split(":")[0]): p["reason"] for p in report["skipped"]}
     assert listed == broken
     assert len(_decode_all(os.path.join(out, "train-*.tfrecord"))) == 8
+
+
+def test_the_command_converts_one_split_when_asked(small_coco, tmp_path, monkeypatch, capsys):
+    """`--splits train` (benchmarks/converter_speed.py's call) writes the train split alone and
+    ends with its summary, not with read_info()'s refusal of a dataset without val."""
+    out = tmp_path / "channel"
+    monkeypatch.setattr("sys.argv", ["coco_to_tfrecord", small_coco, str(out), "--splits",
+                                     "train", "--workers", "1"])
+    coco_to_tfrecord.main()
+    with open(out / "dataset_info.json", encoding="utf-8") as f:
+        assert sorted(json.load(f)["splits"]) == ["train"]
+    assert "train: " in capsys.readouterr().out

@@ -610,8 +610,10 @@ def main(argv=None):
     for r in results.values():
         print(f"{r.split}: {r.num_images} images, {r.num_instances} instances, "
               f"{len(r.shards)} shard(s), {len(r.problems)} skipped")
-    for note in layout.Channel(args.out_dir).read_info().notes:
-        print(f"note: {note}")
+    # The info as written: --splits may have converted one split, which read_info() refuses.
+    with open(layout.Channel(args.out_dir).info_file, encoding="utf-8") as f:
+        for note in layout.DatasetInfo.from_json(json.load(f)).notes:
+            print(f"note: {note}")
 
 
 if __name__ == "__main__":
