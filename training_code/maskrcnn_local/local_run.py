@@ -210,6 +210,16 @@ def _write_json(path, payload):
         json.dump(payload, f, indent=1)
 
 
+def _already_converted(channel: str, stamp_file: str, stamp: dict) -> bool:
+    """True (and says so) when `channel` holds a conversion of exactly `stamp`'s inputs."""
+    if os.path.exists(stamp_file):
+        with open(stamp_file, encoding="utf-8") as f:
+            if json.load(f) == stamp:
+                print(f"dataset: reusing {channel}")
+                return True
+    return False
+
+
 def _convert_export(args, work_dir: str, channel: str) -> None:
     """--dataset: the export -> TFRecords into the train channel by the staging job's converter,
     unless this export was converted so already (its path, size and time, the split's options)."""
@@ -220,11 +230,8 @@ def _convert_export(args, work_dir: str, channel: str) -> None:
              "val_fraction": args.val_fraction, "split_seed": args.split_seed,
              "crowd_as_instances": args.crowd_as_instances}
     stamp_file = os.path.join(channel, "export.json")
-    if os.path.exists(stamp_file):
-        with open(stamp_file, encoding="utf-8") as f:
-            if json.load(f) == stamp:
-                print(f"dataset: reusing {channel}")
-                return
+    if _already_converted(channel, stamp_file, stamp):
+        return
     shutil.rmtree(channel, ignore_errors=True)
     started = time.time()
     try:
@@ -252,11 +259,8 @@ def _prepare_dataset(args, work_dir: str, channel: str) -> None:
     stamp = {"train": args.train_images, "val": args.val_images, "size": args.image_size,
              "seed": 0, "difficulty": args.difficulty, "generator": synthetic_coco.VERSION}
     stamp_file = os.path.join(channel, "synthetic.json")
-    if os.path.exists(stamp_file):
-        with open(stamp_file, encoding="utf-8") as f:
-            if json.load(f) == stamp:
-                print(f"dataset: reusing {channel}")
-                return
+    if _already_converted(channel, stamp_file, stamp):
+        return
     from maskrcnn_job.data import coco_to_tfrecord
 
     coco_dir = os.path.join(work_dir, "coco-synthetic")

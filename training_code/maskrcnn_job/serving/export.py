@@ -47,12 +47,6 @@ def write_serving_code(model_dir: str, categories: List[dict]) -> str:
     return final_dir
 
 
-def read_categories(annotations_path: str) -> List[dict]:
-    """The `categories` list of a COCO annotation file."""
-    with open(annotations_path, encoding="utf-8") as f:
-        return json.load(f)["categories"]
-
-
 class _DetectionModule(detection.DetectionModule):
     """Model Garden's module, its `serving_bytes` signature calling the traced `serving_default`
     function instead of tracing Mask R-CNN's inference a second time (~10 s of each export)."""

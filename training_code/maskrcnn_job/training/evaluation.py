@@ -28,11 +28,11 @@ from maskrcnn_job.evaluation import report as evaluation_report
 REPORT_DIR = evaluation_report.OUTPUT_REPORT_DIR  # under SM_OUTPUT_DATA_DIR
 MODEL_REPORT_DIR = evaluation_report.MODEL_REPORT_DIR  # under SM_MODEL_DIR
 
+log = logging.getLogger(__name__)
+
 
 def report_dir(root: str, step: Optional[int]) -> str:
     return os.path.join(root, f"step-{step}" if step is not None else "latest")
-
-log = logging.getLogger(__name__)
 
 
 def _to_coco_results(outputs: Dict[str, np.ndarray], labels: Dict[str, np.ndarray]) -> List[Dict]:
@@ -65,11 +65,14 @@ class Evaluator:
     """Runs inference on this rank's share of the val set; COCOeval on rank 0."""
 
     def __init__(self, task, data_config, backend, annotation_file: str, max_images: int = 0,
-                 categories: Optional[List[Dict]] = None, report_root: Optional[str] = None):
+                 categories: Optional[List[Dict]] = None,
+                 source_ids: Optional[Dict[int, int]] = None, report_root: Optional[str] = None):
         """`categories`: the dataset's (dataset_info.json), for the report's class names;
+        `source_ids`: DatasetInfo.source_ids(), each class's id in the export it came from;
         `report_root`: where the chief writes each evaluation's report (None: no report)."""
         self._task = task
         self._categories = categories
+        self._source_ids = source_ids
         self._report_root = report_root
         self.last_report: Optional[Dict] = None  # {"report": dict, "files": {kind: path}}
         self._model = None  # evaluate()'s; one model object per run (the traced step keeps it)
@@ -161,12 +164,9 @@ class Evaluator:
             names = evaluation_report.category_names(
                 evaluations["segm"].params.catIds, self._categories,
                 self._coco_gt.dataset.get("categories"))
-            # Each class also under its id in the export the dataset was converted from.
-            source_ids = {int(c["id"]): int(c.get("source_id", c["id"]))
-                          for c in self._categories or []}
             report = evaluation_report.build(evaluations, names, step=step,
                                              evaluator=coco_evaluation.describe(evaluator),
-                                             timing=timing, source_ids=source_ids)
+                                             timing=timing, source_ids=self._source_ids)
             report["timing"]["report_s"] = round(time.time() - started, 3)  # without pictures
             files = evaluation_report.write(report, report_dir(self._report_root, step))
         except Exception:  # noqa: BLE001  (the report is secondary: the model is not)

@@ -149,6 +149,7 @@ class Trainer:
         self.evaluator = evaluation.Evaluator(
             self.task, self.config.task.validation_data, backend,
             channel.annotations(layout.VAL), hps.eval_max_images, categories=info.categories,
+            source_ids=info.source_ids(),
             report_root=os.path.join(paths.output_data_dir, evaluation.REPORT_DIR))
         self.summary_writer = (tf.summary.create_file_writer(
             paths.tensorboard_dir) if backend.is_chief else None)
