@@ -15,7 +15,9 @@ DLC_VENV := .venv-dlc
 # sits on its base) plus what the Dockerfile adds (Horovod, the contract). The emulated hosts run
 # the toolkit and the job with it (maskrcnn_local/emulated_hosts.py).
 IMAGE_VENV := .venv-image
-# One Horovod build serves both environments: both have TensorFlow 2.18.0 from PyPI on this Python.
+# The serving image's TensorFlow (2.20), which must load and answer the SavedModel the job exports.
+SERVING_VENV := .venv-serving
+# One Horovod build serves both environments: both have TensorFlow 2.21.0 from PyPI on this Python.
 HOROVOD_WHEEL_DIR := $(VENV)/horovod-wheel
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
@@ -27,10 +29,13 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export TF_CPP_MIN_LOG_LEVEL ?= 2
+# As the training image sets it (training_code/Dockerfile): tf.keras is tf_keras, Model Garden's Keras.
+export TF_USE_LEGACY_KERAS := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 # openssh-server and iproute2: the emulated hosts (sshd per host, as in the DLC; network namespaces).
-APT_PACKAGES := openmpi-bin libopenmpi-dev g++ make cmake git openssh-server iproute2
+# libgl1, libglib2.0-0: the DLC's opencv-python (not the headless build) loads them, as on its OS.
+APT_PACKAGES := openmpi-bin libopenmpi-dev g++ make cmake git openssh-server iproute2 libgl1 libglib2.0-0
 HOROVOD_ENV := HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
                HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1
 
@@ -43,7 +48,8 @@ help:
 	@echo "make lint   - synthesize, then cfn-lint every template"
 	@echo "make bench  - CPU benchmarks (root, long): the demo's accuracy; COCOeval by pycocotools and faster-coco-eval; horovod, multi_worker_mirrored, parameter_server side by side; converter speed; writes docs/benchmarks.md"
 
-setup: apt $(VENV)/.horovod $(DLC_VENV)/.installed $(IMAGE_VENV)/.installed node_modules/.installed
+setup: apt $(VENV)/.horovod $(DLC_VENV)/.installed $(IMAGE_VENV)/.installed $(SERVING_VENV)/.installed \
+       node_modules/.installed
 
 # System packages: Open MPI for Horovod, compilers for its build, Node.js for the CDK CLI.
 apt:
@@ -56,46 +62,55 @@ apt:
 	fi
 
 $(VENV)/.installed: requirements.txt requirements-infra.txt requirements-dev.txt training_code/requirements.txt \
-                   training_code/image-requirements.txt \
+                   training_code/image-requirements.txt training_code/model-garden.txt \
                    notebooks/requirements.txt tests/launcher/requirements.txt \
                    contract/pyproject.toml training_code/pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PIP) install -q --upgrade pip wheel setuptools
+	$(PIP) install -q --upgrade pip wheel
 	$(PIP) install -r requirements-dev.txt
+	$(PIP) install --no-deps -r training_code/model-garden.txt
 	touch $@
 
-# Horovod is compiled against the TensorFlow just installed, into a wheel both environments install;
-# --no-cache-dir because a cached wheel built against another TensorFlow fails at import (horovod
-# issue 4039).
-$(VENV)/.horovod: $(VENV)/.installed
+# Horovod is compiled against the TensorFlow just installed, from PyPI's sdist with our patch for
+# TF >= 2.19 (horovod/build_wheel.sh, the same script the Dockerfile runs), into a wheel both
+# environments install; --no-cache-dir because a cached wheel built against another TensorFlow
+# fails at import (horovod issue 4039).
+$(VENV)/.horovod: $(VENV)/.installed horovod/build_wheel.sh $(wildcard horovod/*.patch)
 	# flock: a second `make` in the same tree waits for this build instead of compiling it again.
 	# Uninstalled first: pip would keep a Horovod built against the previous TensorFlow.
-	flock $(VENV)/.build.lock sh -c 'rm -rf $(HOROVOD_WHEEL_DIR) && $(PIP) uninstall -y -q horovod; env $(HOROVOD_ENV) $(PIP) wheel --no-deps --no-build-isolation --no-cache-dir -w $(HOROVOD_WHEEL_DIR) horovod==0.28.1 && $(PIP) install --no-deps $(HOROVOD_WHEEL_DIR)/horovod-*.whl'
+	flock $(VENV)/.build.lock sh -c 'rm -rf $(HOROVOD_WHEEL_DIR) && $(PIP) uninstall -y -q horovod; env $(HOROVOD_ENV) horovod/build_wheel.sh $(PY) $(HOROVOD_WHEEL_DIR) && $(PIP) install --no-deps $(HOROVOD_WHEEL_DIR)/horovod-*.whl'
 	$(PY) -c "import horovod.tensorflow as hvd; assert hvd.gloo_built() and hvd.mpi_built(), 'horovod lacks Gloo or MPI'"
 	touch $@
 
-# The DLC's packages; its two toolkits without their dependencies, as their protobuf<=3.20.3 pin
-# cannot resolve beside TensorFlow 2.18 on Python 3.11 (the DLC, on 3.10, has protobuf 3.20.3).
-$(DLC_VENV)/.installed: training_code/dlc-seed.txt training_code/dlc-toolkits.txt
+# The DLC's packages (dlc-seed.txt) at the versions of its own lock (dlc-constraints.txt), pip,
+# setuptools and wheel included.
+$(DLC_VENV)/.installed: training_code/dlc-seed.txt training_code/dlc-constraints.txt
 	rm -rf $(DLC_VENV) && python3 -m venv $(DLC_VENV)
-	$(DLC_VENV)/bin/pip install -q --upgrade pip wheel setuptools
-	$(DLC_VENV)/bin/pip install -q -r training_code/dlc-seed.txt
-	$(DLC_VENV)/bin/pip install -q --no-deps -r training_code/dlc-toolkits.txt
-	$(DLC_VENV)/bin/python -c "import sagemaker_training.cli.train, sagemaker_tensorflow_container.training, gethostname, mpi4py"
+	$(DLC_VENV)/bin/pip install -q -c training_code/dlc-constraints.txt pip setuptools wheel
+	$(DLC_VENV)/bin/pip install -q -c training_code/dlc-constraints.txt -r training_code/dlc-seed.txt
+	$(DLC_VENV)/bin/python -c "import sagemaker_training.cli.train, sagemaker_tensorflow_container.training, gethostname, mpi4py, cv2"
 	touch $@
 
-# The image's layer on the DLC: image-requirements.txt, Horovod (the wheel built above: same
-# TensorFlow) and the contract, installed as the Dockerfile installs it (not editable).
+# The image's layer on the DLC: image-requirements.txt, Model Garden without its dependencies,
+# Horovod (the wheel built above: same TensorFlow) and the contract, installed as the Dockerfile
+# installs them (not editable).
 $(IMAGE_VENV)/.installed: $(DLC_VENV)/.installed $(VENV)/.horovod contract/pyproject.toml \
-                         training_code/image-requirements.txt \
+                         training_code/image-requirements.txt training_code/model-garden.txt \
                          $(wildcard contract/maskrcnn_contract/*.py)
 	rm -rf $(IMAGE_VENV) && python3 -m venv --without-pip $(IMAGE_VENV)
 	$(DLC_VENV)/bin/python -c "import site; print(site.getsitepackages()[0])" \
 	  > $$($(IMAGE_VENV)/bin/python -c "import site; print(site.getsitepackages()[0])")/dlc-layer.pth
 	$(IMAGE_VENV)/bin/python -m pip install -q -c training_code/dlc-constraints.txt -r training_code/image-requirements.txt
-	$(IMAGE_VENV)/bin/python -m pip install -q --no-deps $(HOROVOD_WHEEL_DIR)/horovod-*.whl
+	$(IMAGE_VENV)/bin/python -m pip install -q --no-deps -r training_code/model-garden.txt
+	$(IMAGE_VENV)/bin/python -m pip install -q -c training_code/dlc-constraints.txt $(HOROVOD_WHEEL_DIR)/horovod-*.whl
 	$(IMAGE_VENV)/bin/python -m pip install -q --no-deps --no-build-isolation ./contract
-	$(IMAGE_VENV)/bin/python -c "import horovod.tensorflow as hvd, horovod.tensorflow.mpi_ops, maskrcnn_contract, sagemaker_training; assert hvd.mpi_built() and hvd.gloo_built()"
+	$(IMAGE_VENV)/bin/python -c "import horovod.tensorflow as hvd, horovod.tensorflow.mpi_ops, maskrcnn_contract, sagemaker_training, official.vision.tasks.maskrcnn; assert hvd.mpi_built() and hvd.gloo_built()"
+	touch $@
+
+$(SERVING_VENV)/.installed: tests/training/serving-requirements.txt
+	rm -rf $(SERVING_VENV) && python3 -m venv $(SERVING_VENV)
+	$(SERVING_VENV)/bin/pip install -q -r tests/training/serving-requirements.txt
+	$(SERVING_VENV)/bin/python -c "import tensorflow as tf; assert tf.__version__ == '2.20.0', tf.__version__"
 	touch $@
 
 node_modules/.installed: package.json package-lock.json

@@ -27,7 +27,7 @@ REQUIRED = (
     "staging-role-arn",
     "training-image-uri",
     "model-role-arn",           # the role SageMaker assumes to host a trained model (CreateModel)
-    "inference-image-gpu-uri",  # the region's TensorFlow Serving inference DLC, TF 2.18, GPU
+    "inference-image-gpu-uri",  # the region's TensorFlow Serving inference DLC, GPU
     "inference-image-cpu-uri",  # the same, CPU
     # "true" when the VPC has NAT gateways: jobs can reach the internet (COCO, the backbone);
     # "false" for an isolated VPC, where a staging job could not download anything.

@@ -22,11 +22,32 @@ PACKAGE_HOMES = {"maskrcnn_job": "training_code", "maskrcnn_local": "training_co
                  "maskrcnn_contract": "contract", "maskrcnn_launcher": "notebooks"}
 TEXT_SUFFIXES = {".py", ".md", ".sh", ".ipynb", ".txt", ".toml", ".cfg", ".ini"}
 TEXT_NAMES = {"Dockerfile", "Makefile", ".dockerignore", "run", "cdk.json"}
+DLC_FILES = "aws/deep-learning-containers' build and documentation files (aws-rules.md DLC-1 to DLC-3)"
 # Citations that look like this repository's and are not, by citing file: other projects'
 # paths that start with a folder name this repository also has, and test data.
 EXTERNAL = {
-    ("docs/aws-rules.md", "docs/releasenotes/tensorflow/2.18-inference-sagemaker.md"):
-        "aws/deep-learning-containers' release notes (DLC-2)",
+    ("docs/aws-rules.md", "docs/src/data/tensorflow-training/2.21-gpu-sagemaker.yml"):
+        DLC_FILES,
+    ("docs/aws-rules.md", "docs/src/legacy/legacy_support.yml"):
+        DLC_FILES,
+    ("docs/aws-rules.md", "scripts/docker/tensorflow/entrypoint.sh"):
+        DLC_FILES,
+    ("docs/aws-rules.md", "docs/reference/region_availability.md"):
+        DLC_FILES,
+    ("docs/image.md", "docs/src/data/tensorflow-training/2.21-gpu-sagemaker.yml"):
+        DLC_FILES,
+    ("docs/image.md", "docs/src/legacy/legacy_support.yml"):
+        DLC_FILES,
+    ("docs/image.md", "scripts/docker/tensorflow/entrypoint.sh"):
+        DLC_FILES,
+    ("docs/serving.md", "scripts/docker/tensorflow/inference/sagemaker/python_service.py"):
+        DLC_FILES,
+    ("stacks/dlc.py", "docs/reference/region_availability.md"):
+        DLC_FILES,
+    ("stacks/dlc.py", "docs/src/legacy/legacy_support.yml"):
+        DLC_FILES,
+    ("tests/infra/test_aws_rules.py", "docs/reference/region_availability.md"):
+        DLC_FILES,
     ("docs/aws-rules.md", "README.md"):
         "aws/sagemaker-tensorflow-serving-container's README, \"Pre/Post-Processing\" (EP-2)",
     ("tests/training/test_emulated_hosts.py", "notebooks/x.ipynb"):

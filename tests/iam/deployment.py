@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from stacks import dlc
+
 DEPLOYMENT_NAME = "maskrcnn-test"
 SSM_PATH = "/" + DEPLOYMENT_NAME
 REGION = "eu-west-2"
@@ -44,10 +46,8 @@ STAND_INS = {
     "model-role-arn": f"arn:aws:iam::{ACCOUNT}:role/model",
     "training-image-uri": (f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/"
                            f"cdk-hnb659fds-container-assets-{ACCOUNT}-{REGION}:0123abcd"),
-    "inference-image-gpu-uri": (f"763104351884.dkr.ecr.{REGION}.amazonaws.com/tensorflow-inference:"
-                                "2.18.0-gpu-py310-cu122-ubuntu20.04-sagemaker"),
-    "inference-image-cpu-uri": (f"763104351884.dkr.ecr.{REGION}.amazonaws.com/tensorflow-inference:"
-                                "2.18.0-cpu-py310-ubuntu20.04-sagemaker"),
+    "inference-image-gpu-uri": dlc.inference_image(REGION, "gpu"),
+    "inference-image-cpu-uri": dlc.inference_image(REGION, "cpu"),
 }
 STAND_IN_VPC = "vpc-00000000000000001"
 

@@ -185,11 +185,30 @@ def test_training_image_starts_from_the_deployment_regions_deep_learning_contain
     assert any("region is unknown at synth" in w for w in warnings), warnings
 
 
+def test_the_image_build_relies_on_the_2_21_dlcs_layout_as_its_build_files_state():
+    """Rule DLC-3: the TF 2.21 training DLC's layout the Dockerfile relies on: NCCL in
+    /usr/local/cuda (only libnccl.so.2, so the build links the unversioned name itself), Open MPI
+    in /opt/amazon/openmpi, the venv's python and pip first on PATH (plain `python`, `pip`), and
+    the DLC's own ENTRYPOINT, which execs SageMaker's `train` (the Dockerfile sets none)."""
+    assert dlc.TAG == "2.21.0-gpu-py312-cu129-amzn2023-sagemaker"
+    text = (Path(__file__).resolve().parents[2] / "training_code" / "Dockerfile").read_text()
+    assert "ln -sf libnccl.so.2 /usr/local/cuda/lib64/libnccl.so" in text
+    assert "HOROVOD_NCCL_INCLUDE=/usr/local/cuda/include HOROVOD_NCCL_LIB=/usr/local/cuda/lib64" in text
+    assert 'HOROVOD_MPICXX_SHOW="/opt/amazon/openmpi/bin/mpicxx -show"' in text
+    instructions = {line.split()[0] for line in text.splitlines() if line and line[0].isupper()}
+    assert not instructions & {"ENTRYPOINT", "CMD", "USER", "SHELL"}, instructions
+    assert not re.search(r"/usr/bin/python|python3\.\d|/opt/venv/bin/pip", text)
+
+
 @pytest.mark.parametrize("region, registry", [
     ("us-east-1", "763104351884.dkr.ecr.us-east-1.amazonaws.com"),
     ("eu-west-2", "763104351884.dkr.ecr.eu-west-2.amazonaws.com"),
     ("ap-east-1", "871362719292.dkr.ecr.ap-east-1.amazonaws.com"),
     ("cn-north-1", "727897471807.dkr.ecr.cn-north-1.amazonaws.com.cn"),
+    # Regions the 2.21 images' region table adds (docs/reference/region_availability.md).
+    ("mx-central-1", "637423239942.dkr.ecr.mx-central-1.amazonaws.com"),
+    ("eu-central-2", "380420809688.dkr.ecr.eu-central-2.amazonaws.com"),
+    ("ap-southeast-5", "550225433462.dkr.ecr.ap-southeast-5.amazonaws.com"),
 ])
 def test_dlc_registry_by_region(region, registry):
     assert dlc.registry(region) == registry
@@ -240,7 +259,7 @@ def _evaluate(node, template, region):
     raise AssertionError(f"unexpected {function}")
 
 
-GPU, CPU = "2.18.0-gpu-py310-cu122-ubuntu20.04-sagemaker", "2.18.0-cpu-py310-ubuntu20.04-sagemaker"
+GPU, CPU = "2.20.0-gpu-py312-cu129-amzn2023-sagemaker", "2.20.0-cpu-py312-amzn2023-sagemaker"
 
 
 @pytest.mark.parametrize("region, gpu", [
@@ -249,8 +268,8 @@ GPU, CPU = "2.18.0-gpu-py310-cu122-ubuntu20.04-sagemaker", "2.18.0-cpu-py310-ubu
     ("cn-north-1", f"727897471807.dkr.ecr.cn-north-1.amazonaws.com.cn/tensorflow-inference:{GPU}"),
 ])
 def test_inference_image_by_region(region, gpu):
-    """Rule DLC-2: the TF 2.18 SageMaker inference DLC (Ubuntu 20.04, CUDA 12.2), in the registry
-    of DLC-1."""
+    """Rule DLC-2: the TensorFlow Serving 2.20 SageMaker inference DLC (Amazon Linux 2023, CUDA
+    12.9), in the registry of DLC-1."""
     assert dlc.inference_image(region, "gpu") == gpu
     assert dlc.inference_image(region, "cpu") == gpu.replace(GPU, CPU)
 

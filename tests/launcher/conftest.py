@@ -10,6 +10,7 @@ from typing import List
 import boto3
 import pytest
 from maskrcnn_contract import job_io, ssm
+from stacks import dlc
 
 from tests.launcher.fake_aws import FakeAws, model_archive
 
@@ -24,10 +25,7 @@ BUCKET = "maskrcnn-test-data-123456789012"
 FSX_MOUNT_NAME = "abcd1234"  # moto returns no MountName
 # The region's TensorFlow Serving inference images (Deep Learning Containers), as the stack
 # publishes them.
-INFERENCE_IMAGES = {
-    processor: (f"763104351884.dkr.ecr.{REGION}.amazonaws.com/tensorflow-inference:"
-                f"2.18.0-{processor}-py310-{'cu122-' if processor == 'gpu' else ''}ubuntu20.04-sagemaker")
-    for processor in ("gpu", "cpu")}
+INFERENCE_IMAGES = {processor: dlc.inference_image(REGION, processor) for processor in ("gpu", "cpu")}
 # The bucket prefixes a deployment copies to EFS and links to FSx: every dataset, the backbones.
 INPUT_PREFIXES = ("datasets/", "pretrained/")
 

@@ -1,6 +1,7 @@
 """The image build rehearsed without Docker: the Dockerfile's own pip commands, dry-run against a
-venv seeded with the Deep Learning Container's packages (.venv-dlc, training_code/dlc-seed.txt),
-must add packages and never install, upgrade or downgrade one the DLC has."""
+venv seeded with the Deep Learning Container's packages at its lock's versions (.venv-dlc,
+training_code/dlc-seed.txt -c dlc-constraints.txt), must add packages and never install, upgrade
+or downgrade one the DLC has."""
 
 import json
 import os
@@ -12,10 +13,21 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 DLC_PYTHON = REPO / ".venv-dlc" / "bin" / "python"
-# The Dockerfile's COPY destinations, and where those files are in the checkout.
+# The Dockerfile's COPY destinations, and where those files are in the checkout; the Horovod wheel
+# the image builds with horovod/build_wheel.sh is the one `make setup` built with the same script.
 COPIED = {"/tmp/dlc-constraints.txt": "training_code/dlc-constraints.txt",
           "/tmp/image-requirements.txt": "training_code/image-requirements.txt",
-          "/tmp/maskrcnn-contract": "contract"}
+          "/tmp/model-garden.txt": "training_code/model-garden.txt",
+          "/tmp/maskrcnn-contract": "contract",
+          "/tmp/horovod-wheel/horovod-0.28.1-*.whl": ".venv/horovod-wheel/horovod-0.28.1-*.whl"}
+
+
+def _local(argument):
+    if argument not in COPIED:
+        return argument
+    matches = sorted(REPO.glob(COPIED[argument]))
+    assert len(matches) == 1, f"{COPIED[argument]}: {matches} (run `make setup`)"
+    return str(matches[0])
 
 
 def dockerfile_pip_installs():
@@ -28,7 +40,7 @@ def dockerfile_pip_installs():
         for part in line.split("&&"):
             if "pip install" in part:
                 arguments = part.split("pip install", 1)[1].split()
-                commands.append([str(REPO / COPIED[a]) if a in COPIED else a for a in arguments])
+                commands.append([_local(a) for a in arguments])
     return commands
 
 
@@ -68,21 +80,35 @@ def dlc():
     return dlc_packages()
 
 
-def test_the_dockerfile_installs_its_requirements_horovod_and_the_contract_only(dlc):
-    commands = dockerfile_pip_installs()
-    assert len(commands) == 3
-    assert "tensorflow" in dlc and dlc["tensorflow"] == "2.18.0"
+INSTALLS = {"image-requirements": "tf-keras", "model-garden": "tf-models-official",
+            "horovod": "horovod", "contract": "maskrcnn-contract"}
 
 
-@pytest.mark.parametrize("index", [0, 1, 2], ids=["image-requirements", "horovod", "contract"])
+def test_the_dockerfile_installs_its_requirements_model_garden_horovod_and_the_contract_only(dlc):
+    assert len(dockerfile_pip_installs()) == len(INSTALLS)
+    assert dlc["tensorflow"] == "2.21.0" and dlc["sagemaker-training"] == "5.1.1"
+
+
+def test_the_stand_in_has_the_locks_versions(dlc):
+    """.venv-dlc holds every seeded package at the version of the DLC's lock file."""
+    locked = dict(line.split("==") for line in
+                  (REPO / "training_code" / "dlc-constraints.txt").read_text().splitlines()
+                  if line and not line.startswith("#"))
+    assert {name: version for name, version in dlc.items()
+            if name in locked and locked[name] != version} == {}
+    assert len(set(dlc) & set(locked)) >= 40
+
+
+@pytest.mark.parametrize("index", range(len(INSTALLS)), ids=list(INSTALLS))
 def test_no_dlc_package_is_installed_upgraded_or_downgraded(dlc, tmp_path, index):
     installs = would_install(dockerfile_pip_installs()[index], tmp_path)
     assert installs, "the dry run installs nothing: the rehearsal would prove nothing"
-    assert {"google-crc32c", "horovod", "maskrcnn-contract"} & set(installs)
+    assert list(INSTALLS.values())[index] in installs
     assert moved(installs, dlc) == {}
 
 
-def test_the_rehearsal_catches_what_the_old_image_did(dlc, tmp_path):
-    """The old Dockerfile installed the local requirements (tensorflow==2.18.1) over the DLC."""
-    installs = would_install(["tensorflow==2.18.1"], tmp_path)
-    assert moved(installs, dlc)["tensorflow"] == "2.18.0 -> 2.18.1"
+def test_the_rehearsal_catches_model_garden_with_its_dependencies(dlc, tmp_path):
+    """tf-models-official 2.20.0 asks for tensorflow~=2.20: installed with its dependencies it
+    would move the DLC's TensorFlow, which is why the Dockerfile installs it --no-deps."""
+    installs = would_install(["-r", str(REPO / "training_code" / "model-garden.txt")], tmp_path)
+    assert "tensorflow" in moved(installs, dlc)

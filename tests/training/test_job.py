@@ -319,6 +319,40 @@ def test_the_endpoint_answers_an_image_with_detections_as_the_container_would(ru
         _serve_as_the_container_would(model_dir, saved_model, encoded, "text/csv")
 
 
+SERVING_PYTHON = os.path.join(REPO, ".venv-serving", "bin", "python")
+
+
+def test_the_serving_images_tensorflow_loads_the_model_and_answers_as_training_does(runs, tmp_path):
+    """docs/serving.md, "The serving image": the endpoint's TensorFlow Serving 2.20 runs
+    TensorFlow 2.20's runtime, one release older than the TF 2.21 that exported the model. TF 2.20
+    (.venv-serving) loads the SavedModel as TensorFlow Serving does (every op must be registered)
+    and answers an image through `serving_bytes` as TF 2.21 answers it."""
+    import numpy as np
+    import tensorflow as tf
+
+    version_dir = runs["work"] / "model" / "1"
+    image_file = sorted(glob.glob(str(runs["work"] / "coco-synthetic" / "val2017" / "*.jpg")))[0]
+    out = tmp_path / "served.npz"
+    probe = subprocess.run([SERVING_PYTHON, os.path.join(os.path.dirname(__file__), "serving_probe.py"),
+                            str(version_dir), image_file, str(out)],
+                           capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    loaded = json.loads(probe.stdout.strip().splitlines()[-1])
+    assert loaded["tensorflow"] == "2.20.0" and tf.__version__ == "2.21.0"
+    assert {"serving_default", "serving_bytes"} <= set(loaded["signatures"])
+    served = np.load(out)
+    with open(image_file, "rb") as f:
+        exported = tf.saved_model.load(str(version_dir)).signatures["serving_bytes"](
+            inputs=tf.constant([f.read()]))
+    count = int(exported["num_detections"][0])
+    assert int(served["num_detections"][0]) == count
+    for key, tolerance in (("detection_classes", 0), ("detection_boxes", 1e-2),
+                           ("detection_scores", 1e-4), ("detection_masks", 1e-3)):
+        np.testing.assert_allclose(served[key][0][:count], exported[key].numpy()[0][:count],
+                                   atol=tolerance, err_msg=key)
+
+
 def test_the_run_ends_with_its_predictions_drawn_beside_the_ground_truth(runs):
     """What `make demo` ends with (local_run.report): the first validation images drawn through
     the SavedModel SageMaker would upload (the hosts' model directories, aggregated)."""

@@ -44,8 +44,9 @@ def ignore_library_notices() -> None:
 ignore_library_notices()
 
 
-# absl::SetMinLogLevel(absl::LogSeverityAtLeast), in the absl release TensorFlow 2.18 links.
-_ABSL_SET_MIN_LOG_LEVEL = "_ZN4absl12lts_2023080214SetMinLogLevelENS0_18LogSeverityAtLeastE"
+# absl::SetMinLogLevel(absl::LogSeverityAtLeast), in the absl release TensorFlow 2.21 links
+# (lts_20250814; 2.18's was lts_20230802).
+_ABSL_SET_MIN_LOG_LEVEL = "_ZN4absl12lts_2025081414SetMinLogLevelENS0_18LogSeverityAtLeastE"
 
 
 def quiet_tensorflow() -> None:
@@ -56,7 +57,7 @@ def quiet_tensorflow() -> None:
     # Deprecation notices (Model Garden calling map_fn with dtype=) are for the authors of the code
     # that calls TensorFlow: the switch TensorFlow's own deprecation.silence() turns off.
     deprecation._PRINT_DEPRECATION_WARNINGS = False
-    # TensorFlow 2.18 logs part of its C++ messages through absl (grappler's cost estimator: an
+    # TensorFlow logs part of its C++ messages through absl (grappler's cost estimator: an
     # "Error in PredictCost()" warning per traced function), which does not read
     # TF_CPP_MIN_LOG_LEVEL; absl's own minimum level, exported by TensorFlow's framework library,
     # gets the same value (absl numbers its severities alike: 0 INFO, 1 WARNING, 2 ERROR, 3 FATAL).

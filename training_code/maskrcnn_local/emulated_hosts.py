@@ -50,14 +50,22 @@ OUTSIDE = f"{SUBNET}.254"      # the bridge's own address: where the forwarded p
 INTERFACE = "eth0"             # SageMaker's network_interface_name
 SSHD = "/usr/sbin/sshd"
 FAILURE_REASON_CHARS = 1024    # DescribeTrainingJob's FailureReason: the failure file's first 1 KiB
-# What the DLC itself sets for the toolkit (aws/deep-learning-containers,
-# tensorflow/training/docker/2.18/py3/cu125/Dockerfile.gpu); the Dockerfile's own ENV is added.
+# What the DLC itself sets (aws/deep-learning-containers, docker/tensorflow/2.21/Dockerfile.cuda,
+# the runtime-base and sagemaker stages' ENV), less what names its GPU and EFA paths; the
+# Dockerfile's own ENV is added.
 DLC_ENVIRONMENT = {
     "SAGEMAKER_TRAINING_MODULE": "sagemaker_tensorflow_container.training:main",
     "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONUNBUFFERED": "1",
     "PYTHONIOENCODING": "UTF-8",
     "LANG": "C.UTF-8",
     "LC_ALL": "C.UTF-8",
+    "KMP_AFFINITY": "granularity=fine,compact,1,0",
+    "KMP_BLOCKTIME": "1",
+    "KMP_SETTINGS": "0",
+    "RDMAV_FORK_SAFE": "1",
+    "TF_AUTOTUNE_THRESHOLD": "2",
+    "DLC_CONTAINER_TYPE": "training",
     "HOME": "/root",
 }
 

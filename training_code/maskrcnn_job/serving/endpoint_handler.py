@@ -115,6 +115,8 @@ def input_handler(data, context):
 
 
 def output_handler(response, context):
+    # The TF Serving 2.20 DLC answers TensorFlow Serving's own error status before calling this
+    # (docs/serving.md, "The serving image"); older containers handed every answer here.
     if response.status_code != 200:
         raise ValueError(f"TensorFlow Serving answered {response.status_code}: "
                          f"{response.content.decode('utf-8', 'replace')}")
