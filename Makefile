@@ -17,6 +17,9 @@ DLC_VENV := .venv-dlc
 IMAGE_VENV := .venv-image
 # The serving image's TensorFlow (2.20), which must load and answer the SavedModel the job exports.
 SERVING_VENV := .venv-serving
+# What the CDK pipeline's Synth step installs (stacks/pipeline_stack.py): requirements-infra.txt
+# alone. `make test` runs tests/infra in it, as that step runs them.
+INFRA_VENV := .venv-infra
 # One Horovod build serves both environments: both have TensorFlow 2.21.0 from PyPI on this Python.
 HOROVOD_WHEEL_DIR := $(VENV)/horovod-wheel
 PY := $(VENV)/bin/python
@@ -49,7 +52,7 @@ help:
 	@echo "make bench  - CPU benchmarks (root, long): the demo's accuracy; COCOeval by pycocotools and faster-coco-eval; horovod, multi_worker_mirrored, parameter_server side by side; converter speed; writes docs/benchmarks.md"
 
 setup: apt $(VENV)/.horovod $(DLC_VENV)/.installed $(IMAGE_VENV)/.installed $(SERVING_VENV)/.installed \
-       node_modules/.installed
+       $(INFRA_VENV)/.installed node_modules/.installed
 
 # System packages: Open MPI for Horovod, compilers for its build, Node.js for the CDK CLI.
 apt:
@@ -113,6 +116,12 @@ $(SERVING_VENV)/.installed: tests/training/serving-requirements.txt
 	$(SERVING_VENV)/bin/python -c "import tensorflow as tf; assert tf.__version__ == '2.20.0', tf.__version__"
 	touch $@
 
+# As the pipeline's Synth step: `pip install -r requirements-infra.txt` in a fresh environment.
+$(INFRA_VENV)/.installed: requirements.txt requirements-infra.txt contract/pyproject.toml
+	rm -rf $(INFRA_VENV) && python3 -m venv $(INFRA_VENV)
+	$(INFRA_VENV)/bin/pip install -q -r requirements-infra.txt
+	touch $@
+
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund
 	touch $@
@@ -140,6 +149,9 @@ test-training: setup
 # One run: its JSON files only (the old ones are removed first), rendered into docs/benchmarks.md,
 # each table with its date, machine and command (benchmarks/report.py).
 BENCH_RESULTS := build/bench/results
+# The last run on the previous platform (TensorFlow 2.18, this kind of machine), set beside each
+# new run in docs/benchmarks.md, "Before and after".
+BENCH_BASELINE := benchmarks/baselines/tf2.18
 bench: setup
 	rm -rf $(BENCH_RESULTS)
 	$(PY) benchmarks/demo_accuracy.py --results-dir $(BENCH_RESULTS)
@@ -147,7 +159,7 @@ bench: setup
 	$(PY) benchmarks/coco_eval_speed.py --results-dir $(BENCH_RESULTS)
 	$(PY) benchmarks/cpu_scaling.py --results-dir $(BENCH_RESULTS)
 	$(PY) benchmarks/converter_speed.py --results-dir $(BENCH_RESULTS)
-	$(PY) benchmarks/report.py $(BENCH_RESULTS) --out docs/benchmarks.md
+	$(PY) benchmarks/report.py $(BENCH_RESULTS) --baseline $(BENCH_BASELINE) --out docs/benchmarks.md
 
 test-launcher: setup
 	$(PY) -m pytest tests/launcher

@@ -1,12 +1,14 @@
 """docs/benchmarks.md from the JSON files of one `make bench` run (benchmarks/results.py).
 
-    python benchmarks/report.py [RESULTS_DIR] [--out docs/benchmarks.md]
+    python benchmarks/report.py [RESULTS_DIR] [--baseline DIR] [--out docs/benchmarks.md]
 
 One section per file found in RESULTS_DIR (build/bench/results): demo_accuracy.json,
 cpu_scaling.json, converter_speed.json, coco_eval_speed.json. Each section is one file, so one
 script's run: it starts with that run's date, machine and command, and a smoke run's section says that its figures mean
-nothing. Files measured on different machines are refused. The page says nothing that is not in
-the files or in the scripts. Standard library only.
+nothing. Files measured on different machines are refused. With --baseline, a first section sets
+the key figures of an earlier run's files (kept in benchmarks/baselines/) beside this run's, and
+marks a step time more than 10% slower. The page says nothing that is not in the files or in the
+scripts. Standard library only.
 """
 
 import argparse
@@ -20,6 +22,8 @@ REPO = results.REPO
 STRATEGIES = ("horovod", "multi_worker_mirrored", "parameter_server")
 HOROVOD_ONE_HOST = (("horovod-1x1", 1, 1), ("horovod-1x2", 1, 2), ("horovod-2x1", 2, 1))
 NONE = "–"
+# A step time slower than the baseline's by more than this is marked for an explanation.
+SLOWER_MARK = 0.10
 
 
 class ReportError(ValueError):
@@ -277,7 +281,52 @@ def load(results_dir: str) -> dict:
     return records
 
 
-def render(records: dict, results_dir: str) -> str:
+def _baseline_rows(before: dict, after: dict) -> list:
+    """(label, before, after, format, is a time) of the figures both runs measured."""
+    rows = []
+    if "demo_accuracy" in before and "demo_accuracy" in after:
+        for key, label in (("eval/segm_AP", "`make demo`'s final mask AP"),
+                           ("eval/bbox_AP", "`make demo`'s final box AP")):
+            rows.append((label, before["demo_accuracy"]["final"].get(key),
+                         after["demo_accuracy"]["final"].get(key), "{:.3f}", False))
+        rows.append(("`make demo`'s local run (min)",
+                     before["demo_accuracy"]["local_run_seconds"] / 60,
+                     after["demo_accuracy"]["local_run_seconds"] / 60, "{:.1f}", True))
+    if "cpu_scaling" in before and "cpu_scaling" in after:
+        old, new = before["cpu_scaling"]["timing"], after["cpu_scaling"]["timing"]
+        for name, ranks, threads in HOROVOD_ONE_HOST:
+            if name in old and name in new:
+                rows.append((f"Horovod step, {ranks} x {threads} on one host (s)",
+                             old[name]["step_s"], new[name]["step_s"], "{:.3f}", True))
+        old, new = before["cpu_scaling"]["figures"], after["cpu_scaling"]["figures"]
+        for strategy in STRATEGIES:
+            if old.get(strategy, {}).get("step_s_2") and new.get(strategy, {}).get("step_s_2"):
+                rows.append((f"`{strategy}` worker's step, 2 emulated hosts (s)",
+                             old[strategy]["step_s_2"], new[strategy]["step_s_2"], "{:.3f}", True))
+    if "converter_speed" in before and "converter_speed" in after:
+        rows.append(("converter, ours (s)", before["converter_speed"]["ours"]["seconds"],
+                     after["converter_speed"]["ours"]["seconds"], "{:.1f}", True))
+    return rows
+
+
+def baseline_section(before: dict, after: dict, baseline_dir: str) -> list:
+    machine = lambda records: next(iter(records.values()))["machine"]  # noqa: E731
+    lines = ["## Before and after", "",
+             f"The key figures of the baseline in `{baseline_dir}` (measured on "
+             f"{machine(before)}) beside this run's ({machine(after)}). A step time more than "
+             f"{SLOWER_MARK:.0%} slower is marked; the text around this page says why.", ""]
+    out = []
+    for label, old, new, fmt, is_time in _baseline_rows(before, after):
+        change = NONE
+        if old and new is not None:
+            change = f"{(new - old) / old:+.0%}"
+            if is_time and new > old * (1 + SLOWER_MARK):
+                change = f"**{change} slower**"
+        out.append([label, _number(old, fmt), _number(new, fmt), change])
+    return lines + _table(["figure", "baseline", "this run", "change"], out)
+
+
+def render(records: dict, results_dir: str, baseline: tuple = None) -> str:
     lines = [
         "# Benchmarks",
         "",
@@ -290,28 +339,34 @@ def render(records: dict, results_dir: str) -> str:
     if any(record.get("smoke") for record in records.values()):
         lines += ["", "**This page holds a smoke run (marked below): its figures mean nothing. "
                       "`make bench` replaces it with a real run.**"]
+    if baseline:
+        lines += [""] + baseline_section(baseline[0], records, baseline[1])
     for name, section in SECTIONS:
         if name in records:
             lines += [""] + section(records[name])
     return "\n".join(lines) + "\n"
 
 
+def _shown(path: str) -> str:
+    shown = os.path.abspath(path)
+    return os.path.relpath(shown, REPO) if shown.startswith(REPO + os.sep) else shown
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results_dir", nargs="?", default=results.DEFAULT_RESULTS_DIR)
+    parser.add_argument("--baseline", help="an earlier run's results directory, set beside this one")
     parser.add_argument("--out", default=os.path.join(REPO, "docs", "benchmarks.md"))
     args = parser.parse_args(argv)
     try:
         records = load(args.results_dir)
+        baseline = (load(args.baseline), _shown(args.baseline)) if args.baseline else None
     except ReportError as error:
         print(f"report: {error}", file=sys.stderr)
         return 2
-    shown = os.path.abspath(args.results_dir)
-    if shown.startswith(REPO + os.sep):
-        shown = os.path.relpath(shown, REPO)
     with open(args.out, "w", encoding="utf-8") as f:
-        f.write(render(records, shown))
+        f.write(render(records, _shown(args.results_dir), baseline))
     print(f"{args.out}: {', '.join(records)}")
     return 0
 

@@ -235,8 +235,8 @@ class DeploymentConfig(BaseModel):
     # it after deploying (docs/settings.md, "Private Git repository").
     git_username: _unset_or(Text) = None
     # Notifications (stacks/monitoring.py): finished, failed and stopped training jobs, failed
-    # endpoints and idle endpoints go to an SNS topic. The stack creates one, encrypted with the
-    # deployment's key, unless an existing topic is named; an email address is subscribed to
+    # endpoints and idle endpoints go to an SNS topic. The stack creates one, encrypted with a
+    # key of its own, unless an existing topic is named; an email address is subscribed to
     # whichever it is (the address confirms the subscription from the message SNS sends it).
     notification_email: _unset_or(_checked(Text, EMAIL, "an email address such as "
                                                         "'ml-team@example.com'")) = None

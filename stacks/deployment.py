@@ -24,7 +24,7 @@ from stacks.training import Training
 
 class DeploymentStack(Stack):
     """Network -> storage -> monitoring -> training -> notebook, sharing one customer managed
-    key."""
+    key (the notification topic has its own, stacks/monitoring.py)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig,
                  **kwargs) -> None:
@@ -32,7 +32,7 @@ class DeploymentStack(Stack):
         key = deployment_key(self, "Key", config.deployment_name)
         self.network = Network(self, "Network", config=config, key=key)
         self.storage = Storage(self, "Storage", config=config, network=self.network, key=key)
-        self.monitoring = Monitoring(self, "Monitoring", config=config, key=key)
+        self.monitoring = Monitoring(self, "Monitoring", config=config)
         self.training = Training(self, "Training", config=config, network=self.network,
                                  storage=self.storage, monitoring=self.monitoring)
         self.notebook = Notebook(self, "Notebook", config=config, network=self.network,

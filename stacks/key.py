@@ -1,8 +1,9 @@
-"""The deployment's customer managed key: bucket, EFS, FSx, notebook volume, job volumes, logs."""
+"""The deployment's customer managed keys: the data key (bucket, EFS, FSx, notebook volume, job
+volumes, logs) and the notification topic's own key."""
 
 from __future__ import annotations
 
-from aws_cdk import Aws, RemovalPolicy, Stack
+from aws_cdk import Aws, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
@@ -30,3 +31,19 @@ def deployment_key(scope: Construct, construct_id: str, deployment_name: str) ->
                                 f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:*"}},
     ))
     return key
+
+
+def notification_key(scope: Construct, construct_id: str, deployment_name: str) -> kms.Key:
+    """The notification topic's own key, rotating; deleted with the stack (after KMS's shortest
+    waiting period, 7 days), since it protects no stored data and a kept key bills monthly. Its
+    policy is the account's (CDK's default) until the topic's publishers are added to it
+    (stacks/monitoring.py, SNS-1 and SNS-2): EventBridge's use of a key cannot be conditioned, so
+    it gets a key that encrypts nothing but the topic's messages, and the data key's policy names
+    neither EventBridge nor CloudWatch."""
+    return kms.Key(
+        scope, construct_id,
+        description=f"{deployment_name}: the notification topic (job and endpoint messages only)",
+        enable_key_rotation=True,
+        removal_policy=RemovalPolicy.DESTROY,
+        pending_window=Duration.days(7),
+    )

@@ -1,7 +1,7 @@
 """Monitoring: who hears of a finished job, and what a run looks like while it runs.
 
-- Notifications: an SNS topic (the stack's own, encrypted with the deployment's key, or an
-  existing one named in maskrcnn:notification_topic_arn), an optional email subscription, and two
+- Notifications: an SNS topic (the stack's own, encrypted with a key of its own, or an existing
+  one named in maskrcnn:notification_topic_arn), an optional email subscription, and two
   EventBridge rules: this deployment's training jobs (names `<prefix>-...`) reaching Completed,
   Failed or Stopped, and its endpoints failing, each with a readable message. The launcher's idle
   endpoint alarms (notebooks/maskrcnn_launcher/deploy.py) notify the same topic.
@@ -28,6 +28,7 @@ from constructs import Construct
 from maskrcnn_contract import metrics
 
 from stacks.config import DeploymentConfig
+from stacks.key import notification_key
 from stacks.outputs import console_domain, output
 
 EVENTS = "events.amazonaws.com"
@@ -110,17 +111,20 @@ class _Topic:
 class Monitoring(Construct):
     """The notification topic and its rules, and the deployment's dashboard."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig,
-                 key: kms.IKey) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         self.prefix = prefix = config.deployment_name  # the job-name prefix (stacks/training.py)
         self.owns_topic = config.notification_topic_arn is None
+        # The topic's own key, not the data key: EventBridge's use of it cannot be conditioned
+        # (SNS-1), so it may use a key that encrypts nothing else. None with an existing topic.
+        self.topic_key: Optional[kms.Key] = None
         if self.owns_topic:
+            self.topic_key = notification_key(self, "TopicKey", prefix)
             topic = sns.Topic(self, "Topic", topic_name=f"{prefix}-notifications",
-                              display_name=f"{prefix} training", master_key=key,
+                              display_name=f"{prefix} training", master_key=self.topic_key,
                               enforce_ssl=True)
-            self._allow_publishers(topic, key, stack)
+            self._allow_publishers(topic, self.topic_key, stack)
         else:
             topic = sns.Topic.from_topic_arn(self, "Topic", config.notification_topic_arn)
         self.topic_arn: str = topic.topic_arn
@@ -154,7 +158,8 @@ class Monitoring(Construct):
 
     def _allow_publishers(self, topic: sns.Topic, key: kms.IKey, stack: Stack) -> None:
         """EventBridge and the launcher's CloudWatch alarms publish to the encrypted topic: each
-        needs sns:Publish in the topic policy and the data key in the key policy (SNS-1, SNS-2)."""
+        needs sns:Publish in the topic policy and the topic's key in that key's policy (SNS-1,
+        SNS-2)."""
         alarms = f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}:alarm:{self.prefix}-*"
         publishers = (
             # SNS developer guide: a condition on EventBridge's use of the key is not supported for

@@ -1,6 +1,7 @@
 """Notebook: a SageMaker notebook instance in a private subnet, its lifecycle config and role.
 
-The role launches training jobs into this deployment's VPC with the job roles, hosts their models
+The role launches training jobs into this deployment's VPC with the job roles (a warm pool kept
+at most the contract's keep-alive, and ended early on request), hosts their models
 on auto-scaling endpoints in the same VPC with the model role, puts their idle alarms (which may
 notify the deployment's topic only), and reads what a launcher reads; it cannot create other
 roles, touch other buckets, or start jobs or endpoints elsewhere.
@@ -17,6 +18,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
+from maskrcnn_contract import job_io
 
 from stacks.config import DeploymentConfig
 from stacks.outputs import console_domain, output
@@ -189,6 +191,10 @@ class Notebook(Construct):
         )
 
     def _grant_launching(self, network: Network, training: Training) -> None:
+        """Training jobs named '<prefix>-*' in the training VPC, with a warm pool of at most the
+        contract's keep-alive (docs/aws-rules.md TRN-5: a launch without a warm pool carries no
+        sagemaker:KeepAlivePeriod, hence IfExists); UpdateTrainingJob of those jobs only to end
+        a warm pool (keep-alive 0, the key required: no profiler or remote-debug updates)."""
         jobs = self._stack.format_arn(service="sagemaker", resource="training-job",
                                resource_name=f"{training.job_name_prefix}-*")
         policy(self, "LaunchJobs", self.role, [
@@ -196,7 +202,13 @@ class Notebook(Construct):
                 sid="CreateTrainingJobsInTheTrainingVpcOnly",
                 actions=["sagemaker:CreateTrainingJob"],
                 resources=[jobs],
-                conditions=_in_training_vpc(network)),
+                conditions={**_in_training_vpc(network), "NumericLessThanEqualsIfExists": {
+                    "sagemaker:KeepAlivePeriod": str(job_io.MAX_KEEP_ALIVE_SECONDS)}}),
+            iam.PolicyStatement(
+                sid="EndOwnWarmPoolsOnly",
+                actions=["sagemaker:UpdateTrainingJob"],
+                resources=[jobs],
+                conditions={"NumericLessThanEquals": {"sagemaker:KeepAlivePeriod": "0"}}),
             iam.PolicyStatement(
                 sid="ManageOwnTrainingJobs",
                 actions=["sagemaker:DescribeTrainingJob", "sagemaker:StopTrainingJob", "sagemaker:AddTags",

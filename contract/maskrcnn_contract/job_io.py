@@ -59,6 +59,13 @@ TENSORBOARD_LOCAL_PATH = "/opt/ml/output/tensorboard"
 # Below the deployment's output prefix: s3://<bucket>/<output prefix>tensorboard/<run>/, one folder
 # per run (every job of a run, resumed or not, below it).
 TENSORBOARD_FOLDER = "tensorboard/"
+# A managed warm pool (docs/aws-rules.md TRN-3, TRN-4): the longest ResourceConfig
+# KeepAlivePeriodInSeconds the launcher sends, and the cap the notebook role's IAM puts on
+# sagemaker:KeepAlivePeriod (stacks/notebook.py). 3600 is what SageMaker certainly accepts: the
+# developer guide ("SageMaker AI Managed Warm Pools", "Use SageMaker AI managed warm pools") and the
+# English API reference of ResourceConfigForUpdate say at most 3600 seconds, botocore 1.44's
+# service model 21600; nothing here can ask the service which it enforces.
+MAX_KEEP_ALIVE_SECONDS = 3600
 
 # Written last into a dataset prefix (or channel): its presence means the dataset is complete.
 DATASET_COMPLETE_MARKER = "dataset_info.json"

@@ -9,7 +9,8 @@ session (the SDK session and the hook that checks each request it sends), valida
 check of the request as sent), submit (sends it), follow (status, logs, metrics), data_prep
 (exports uploaded, datasets staged, DataSync, FSx import status), deploy (a finished job's model
 on an auto-scaling endpoint, invocations, deletion; boto3 only), detections (an endpoint's answer
-drawn, latency percentiles). Importing the package does not import the SDK; `jobs`, `session`
+drawn, latency percentiles), warm_pools (the jobs whose managed warm pool is kept now, and ending
+one). Importing the package does not import the SDK; `jobs`, `session`
 and `submit` do.
 """
 

@@ -14,6 +14,7 @@
                                        [--allow-cpu] [--dry-run]
     python -m maskrcnn_launcher invoke <endpoint> <image>... | endpoints | delete-endpoint <endpoint>
     python -m maskrcnn_launcher report <job> [--out DIR]
+    python -m maskrcnn_launcher warm-pools | release-warm-pool <job>
 
 Exit status 2 with a message naming the bad value when the request is invalid (nothing sent or
 created); 1 when a deployment failed after creating something (the message says what exists).
@@ -25,7 +26,8 @@ import sys
 
 from maskrcnn_contract import job_io
 
-from maskrcnn_launcher import data_prep, deploy, evaluation_report, follow, instances, settings
+from maskrcnn_launcher import (data_prep, deploy, evaluation_report, follow, instances, settings,
+                               warm_pools)
 from maskrcnn_launcher.options import (DATA_SOURCES, DISTRIBUTIONS, INPUT_MODES,
                                        MAX_KEEP_ALIVE_SECONDS, LaunchOptions, LaunchRequestError)
 
@@ -79,8 +81,9 @@ def parser() -> argparse.ArgumentParser:
     launch.add_argument("--keep-alive-seconds", type=int, default=defaults.keep_alive_seconds,
                         help="managed warm pool: keep the instances this long after the job (at "
                         f"most {MAX_KEEP_ALIVE_SECONDS}) so that the next job of the same shape "
-                        "starts at once; billed while kept; not with --spot; needs a warm-pool "
-                        "quota (default: none)")
+                        "starts at once; billed while kept (`warm-pools` lists them, "
+                        "`release-warm-pool` ends one); not with --spot; needs a warm-pool quota "
+                        "(default: none)")
     launch.add_argument("--no-pretrained", action="store_true",
                         help="no `pretrained` channel (train the backbone from scratch)")
     launch.add_argument("--run-name", help="name of the run; a run launched again resumes from its "
@@ -172,6 +175,11 @@ def parser() -> argparse.ArgumentParser:
     report_p.add_argument("--out", help="where report.json and its pictures go (default: "
                           f"${evaluation_report.ROOT_ENV} or {evaluation_report.DEFAULT_ROOT}, "
                           "then /<job>)")
+    sub.add_parser("warm-pools", help="list the deployment's training jobs whose warm pool is "
+                   "kept now: instances, hourly price class, hours kept, when it ends")
+    release_p = sub.add_parser("release-warm-pool", help="end a finished job's warm pool now "
+                               "(stopping a job does not); its instances stop billing")
+    release_p.add_argument("job_name")
     return p
 
 
@@ -277,6 +285,16 @@ def run(args) -> None:
                         + evaluation_report.table(fetched.report)))
         for kind, path in fetched.pictures.items():
             print(f"{kind}: {path}")
+    elif args.command == "warm-pools":
+        found = warm_pools.warm_pools(boto_session.client("sagemaker"), deployment)
+        for line in warm_pools.warm_pool_lines(found) or ["no warm pools kept"]:
+            print(line, file=sys.stderr)
+        print(json.dumps(found, indent=1))
+    elif args.command == "release-warm-pool":
+        pool = warm_pools.release(boto_session.client("sagemaker"), deployment, args.job_name)
+        print(f"released the warm pool of {args.job_name}: {pool['instance_count']} x "
+              f"{pool['instance_type']}, kept {pool['kept_hours']:g} h", file=sys.stderr)
+        print(json.dumps(pool, indent=1))
     elif args.command == "endpoints":
         found = deploy.endpoints(boto_session.client("sagemaker"), deployment,
                                  boto_session.client("cloudwatch"))
@@ -292,7 +310,8 @@ def main(argv=None) -> None:
     try:
         run(args)
     except (LaunchRequestError, instances.InstanceTypeError, settings.SettingsError,
-            deploy.DeployRequestError, job_io.DatasetNameError) as error:
+            deploy.DeployRequestError, job_io.DatasetNameError,
+            warm_pools.WarmPoolRequestError) as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
     except (deploy.DeployError, deploy.InvokeError) as error:

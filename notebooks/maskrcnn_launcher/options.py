@@ -14,10 +14,9 @@ DATA_SOURCES = ("s3", "efs", "fsx")
 # and its jobs send File.
 FAST_FILE, FILE = "FastFile", "File"
 INPUT_MODES = (FAST_FILE, FILE)
-# ResourceConfig KeepAlivePeriodInSeconds: 0 to 21600 (SageMaker API reference, botocore 1.44's
-# service model; the developer guide's "Train Using SageMaker Managed Warm Pools" of 2023 says at
-# most 3600), TRN-3.
-MAX_KEEP_ALIVE_SECONDS = 21600
+# ResourceConfig KeepAlivePeriodInSeconds: 0 to 3600, what SageMaker certainly accepts (the
+# contract's, which the notebook role's IAM caps too: docs/aws-rules.md TRN-3).
+MAX_KEEP_ALIVE_SECONDS = job_io.MAX_KEEP_ALIVE_SECONDS
 HOROVOD, MWMS, PARAMETER_SERVER = DISTRIBUTIONS
 DEFAULT_DISTRIBUTION = Hyperparameters.distribution
 

@@ -10,7 +10,7 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REPORT = os.path.join(REPO, "benchmarks", "report.py")
-MACHINE = "Test CPU, 2 cores, 24 GiB, Debian 12, Python 3.11.7, TensorFlow 2.18.0, Horovod 0.28.1"
+MACHINE = "Test CPU, 2 cores, 24 GiB, Debian 12, Python 3.11.7, TensorFlow 2.21.0, Horovod 0.28.1"
 
 
 def _envelope(benchmark: str, command: str, smoke: bool = False) -> dict:
@@ -153,3 +153,30 @@ def test_results_that_are_not_one_run_are_refused(tmp_path, case):
     done = _report(tmp_path, out)
     assert done.returncode == 2 and not out.exists()
     assert ("no benchmark results" if case == "empty" else "2 machines") in done.stderr
+
+
+def test_a_baseline_run_is_set_beside_this_one_and_a_slower_step_is_marked(tmp_path):
+    """--baseline: the key figures of an earlier run (a platform move's before) beside this
+    run's; a step time more than 10% slower is marked, a faster one or a 5% slower one is not."""
+    before, after = tmp_path / "before", tmp_path / "after"
+    before.mkdir(), after.mkdir()
+    old = _fixture()
+    _write(before, dict(old, demo_accuracy=dict(old["demo_accuracy"], machine="Old TF"),
+                        cpu_scaling=dict(old["cpu_scaling"], machine="Old TF"),
+                        converter_speed=dict(old["converter_speed"], machine="Old TF"),
+                        coco_eval_speed=dict(old["coco_eval_speed"], machine="Old TF")))
+    new = _fixture()
+    new["cpu_scaling"]["timing"]["horovod-1x1"] = dict(TIMING, step_s=0.379)   # +5%
+    new["cpu_scaling"]["figures"]["horovod"]["step_s_2"] = 0.600              # +17%
+    new["converter_speed"]["ours"]["seconds"] = 2.0                            # faster
+    _write(after, new)
+    out = tmp_path / "out.md"
+    done = subprocess.run([sys.executable, REPORT, str(after), "--baseline", str(before),
+                           "--out", str(out)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    section = _sections(out.read_text())["Before and after"]
+    assert "(measured on Old TF) beside this run's (" + MACHINE + ")" in section
+    assert "| `make demo`'s final mask AP | 0.212 | 0.212 | +0% |" in section
+    assert "| Horovod step, 1 x 1 on one host (s) | 0.361 | 0.379 | +5% |" in section
+    assert "| `horovod` worker's step, 2 emulated hosts (s) | 0.511 | 0.600 | **+17% slower** |" in section
+    assert "| converter, ours (s) | 2.6 | 2.0 | -23% |" in section

@@ -50,6 +50,8 @@ EXTERNAL = {
         DLC_FILES,
     ("docs/aws-rules.md", "README.md"):
         "aws/sagemaker-tensorflow-serving-container's README, \"Pre/Post-Processing\" (EP-2)",
+    ("tests/training/test_horovod_patch.py", "horovod/tensorflow/CMakeLists.txt"):
+        "a file of Horovod's sdist, which horovod/build_wheel.sh patches",
     ("tests/training/test_emulated_hosts.py", "notebooks/x.ipynb"):
         "a made-up path the .dockerignore matcher is tested on",
 }

@@ -124,6 +124,7 @@ OPERATIONS = {
                             "sagemaker:InterContainerTrafficEncryption":
                                 "EnableInterContainerTrafficEncryption",
                             "sagemaker:MaxRuntimeInSeconds": "StoppingCondition.MaxRuntimeInSeconds",
+                            "sagemaker:KeepAlivePeriod": "ResourceConfig.KeepAlivePeriodInSeconds",
                             "sagemaker:FileSystemId":
                                 "InputDataConfig[].DataSource.FileSystemDataSource.FileSystemId",
                             "sagemaker:FileSystemType":
@@ -142,6 +143,17 @@ OPERATIONS = {
         "needs": [_need("sagemaker:DescribeTrainingJob",
                         SAGEMAKER + "training-job/{TrainingJobName|lower}")],
         "source": SAR + "list_amazonsagemakerai.html",
+    },
+    "sagemaker.UpdateTrainingJob": {
+        "needs": [_need("sagemaker:UpdateTrainingJob",
+                        SAGEMAKER + "training-job/{TrainingJobName|lower}", {
+                            "sagemaker:KeepAlivePeriod": "ResourceConfig.KeepAlivePeriodInSeconds",
+                            "sagemaker:EnableRemoteDebug": "RemoteDebugConfig.EnableRemoteDebug",
+                        })],
+        "source": SAR + "list_amazonsagemakerai.html (UpdateTrainingJob: training-job; condition "
+                  "keys sagemaker:KeepAlivePeriod, sagemaker:EnableRemoteDebug; its third, "
+                  "sagemaker:InstanceTypes, is left out: only ProfilerRuleConfigurations of the "
+                  "request name instance types, and the launcher sends none)",
     },
     "sagemaker.StopTrainingJob": {
         "needs": [_need("sagemaker:StopTrainingJob",

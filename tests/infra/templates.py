@@ -1,6 +1,7 @@
 """Reading synthesized CloudFormation templates in tests: resources by type, policies of a role."""
 
 import json
+import re
 
 
 def of_type(raw, kind):
@@ -12,6 +13,15 @@ def only(raw, kind):
     """(logical id, resource) of the one resource of that type."""
     found = list(of_type(raw, kind).items())
     assert len(found) == 1, [k for k, _ in found]
+    return found[0]
+
+
+def data_key(raw):
+    """(logical id, resource) of the deployment's data key (stacks/key.py `deployment_key`, the
+    stack's construct "Key"); the notification topic's own key (MonitoringTopicKey...) is not it."""
+    found = [(k, v) for k, v in of_type(raw, "AWS::KMS::Key").items()
+             if re.fullmatch(r"Key[0-9A-F]{8}", k)]
+    assert len(found) == 1, sorted(of_type(raw, "AWS::KMS::Key"))
     return found[0]
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from stacks import dlc
 from stacks.network import ISOLATED_INTERFACE_ENDPOINTS
-from tests.infra.templates import actions, of_type, only, statements_of
+from tests.infra.templates import actions, data_key, of_type, only, statements_of
 from tests.infra.test_training import published
 
 REPO = Path(__file__).resolve().parents[2]
@@ -114,7 +114,7 @@ def test_fsx_key_grant_names_s3_by_the_partitions_domain(default_app, region, do
     """Rule KMS-2: kms:ViaService is S3's endpoint in the deployment's region, whose domain is
     amazonaws.com.cn in China; only the FSx service-linked role of this account uses it."""
     raw = default_app.deployment
-    key = only(raw, "AWS::KMS::Key")[1]
+    key = data_key(raw)[1]
     statement = next(s for s in key["Properties"]["KeyPolicy"]["Statement"] if s.get("Sid") == "FsxLinkedBucketRead")
     condition = statement["Condition"]
     assert _evaluate(condition["StringEquals"]["kms:ViaService"], raw, region) == f"s3.{region}.{domain}"
@@ -128,7 +128,7 @@ def test_log_groups_use_the_deployment_key_which_cloudwatch_logs_may_use(default
     """Rule LOGS-1: an encrypted log group needs the regional CloudWatch Logs principal in the
     key policy, scoped by the log group ARN in the encryption context."""
     raw = default_app.deployment
-    key_id, key = only(raw, "AWS::KMS::Key")
+    key_id, key = data_key(raw)
     groups = of_type(raw, "AWS::Logs::LogGroup").values()
     assert len(groups) == 2  # flow logs, DataSync
     assert all(g["Properties"]["KmsKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]} for g in groups)

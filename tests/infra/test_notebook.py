@@ -4,7 +4,7 @@ import base64
 import json
 
 from stacks.notebooks_asset import CONTRACT_PACKAGE_DIR, NOTEBOOKS_DIR
-from tests.infra.templates import actions, actions_on, of_type, only, statements_of
+from tests.infra.templates import actions, actions_on, data_key, of_type, statements_of
 
 
 def test_notebook_instance_is_private_encrypted_without_root_on_imdsv2(default_app):
@@ -15,7 +15,7 @@ def test_notebook_instance_is_private_encrypted_without_root_on_imdsv2(default_a
     assert props["RootAccess"] == "Disabled"
     assert props["PlatformIdentifier"] == "notebook-al2023-v1"
     assert props["InstanceMetadataServiceConfiguration"] == {"MinimumInstanceMetadataServiceVersion": "2"}
-    key_id, _ = only(raw, "AWS::KMS::Key")
+    key_id, _ = data_key(raw)
     assert props["KmsKeyId"] == {"Ref": key_id}
     assert props["SubnetId"]["Ref"].startswith("NetworkVpcprivateSubnet1")
     assert props["SecurityGroupIds"] == [{"Fn::GetAtt": [next(
@@ -223,3 +223,25 @@ def test_endpoint_scaling_is_limited_to_sagemaker_variants_and_its_service_linke
     assert {"sagemaker:DescribeEndpoint", "sagemaker:UpdateEndpointWeightsAndCapacities"} <= \
         actions_on(statements, ":endpoint/maskrcnn-*")
     assert "sagemaker:DescribeEndpointConfig" in actions_on(statements, ":endpoint-config/maskrcnn-*")
+
+
+def test_warm_pools_are_capped_and_only_ended_for_the_deployments_jobs(default_app):
+    """Rule TRN-5: CreateTrainingJob carries at most the contract's keep-alive
+    (sagemaker:KeepAlivePeriod, IfExists: a launch without a warm pool has no such key) beside
+    the VPC conditions of SM-6; UpdateTrainingJob only for the deployment's jobs and only with a
+    keep-alive of 0 (the key required, so no profiler or remote-debug update), the one way to end
+    a warm pool (TRN-4)."""
+    from maskrcnn_contract import job_io
+
+    statements = statements_of(default_app.deployment, "NotebookRole")
+    create, = [s for s in statements if s["Action"] == "sagemaker:CreateTrainingJob"]
+    assert job_io.MAX_KEEP_ALIVE_SECONDS == 3600
+    assert create["Condition"]["NumericLessThanEqualsIfExists"] == {
+        "sagemaker:KeepAlivePeriod": str(job_io.MAX_KEEP_ALIVE_SECONDS)}
+    assert set(create["Condition"]) == {"Null", "ForAllValues:StringEquals",
+                                        "NumericLessThanEqualsIfExists"}
+    update, = [s for s in statements if "sagemaker:UpdateTrainingJob" in s["Action"]]
+    assert update["Action"] == "sagemaker:UpdateTrainingJob"
+    assert update["Condition"] == {"NumericLessThanEquals": {"sagemaker:KeepAlivePeriod": "0"}}
+    resource, = _resources(update)
+    assert resource == _resources(create)[0] and resource.count("training-job/maskrcnn-*") == 1

@@ -1,17 +1,17 @@
 """Storage: encrypted, private, retained data; FSx linked to S3 and DataSync over TLS, both for
 the dataset and the pretrained prefix."""
 
-from tests.infra.templates import actions, of_type, only, statements_of
+from tests.infra.templates import actions, data_key, of_type, only, statements_of
 
 
 def test_data_key_rotates_and_is_retained(default_app):
-    default_app.deployment_template.has_resource("AWS::KMS::Key", {
-        "DeletionPolicy": "Retain", "Properties": {"EnableKeyRotation": True}})
+    _, key = data_key(default_app.deployment)  # not the notification topic's key (SNS-1)
+    assert key["DeletionPolicy"] == "Retain" and key["Properties"]["EnableKeyRotation"] is True
 
 
 def test_data_bucket_is_private_kms_encrypted_versioned_logged_and_retained(default_app):
     raw = default_app.deployment
-    key_id = only(raw, "AWS::KMS::Key")[0]
+    key_id = data_key(raw)[0]
     buckets = of_type(raw, "AWS::S3::Bucket")
     data_id = next(k for k in buckets if k.startswith("StorageDataBucket"))
     log_id = next(k for k in buckets if k.startswith("StorageDataAccessLogs"))
@@ -41,7 +41,7 @@ def test_both_buckets_deny_requests_without_tls(default_app):
 
 def test_efs_is_encrypted_with_the_data_key_retained_and_mounted_in_each_private_subnet(default_app):
     raw = default_app.deployment
-    key_id = only(raw, "AWS::KMS::Key")[0]
+    key_id = data_key(raw)[0]
     efs_id, efs = only(raw, "AWS::EFS::FileSystem")
     assert efs["DeletionPolicy"] == "Retain"
     assert efs["Properties"]["Encrypted"] is True
@@ -78,7 +78,7 @@ def test_fsx_associations_auto_import_every_dataset_and_the_pretrained_prefix(de
 
 
 def test_fsx_service_role_may_decrypt_only_through_s3(default_app):
-    key = only(default_app.deployment, "AWS::KMS::Key")[1]
+    key = data_key(default_app.deployment)[1]
     statement = next(s for s in key["Properties"]["KeyPolicy"]["Statement"] if s.get("Sid") == "FsxLinkedBucketRead")
     assert statement["Condition"]["ArnLike"]["aws:PrincipalArn"]["Fn::Join"][1][-1].endswith(
         "role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/*")

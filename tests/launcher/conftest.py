@@ -214,11 +214,13 @@ def deployment(fake_aws):
 
 def completed_training_job(fake_aws, run: str = "serve", with_model: bool = True,
                            hyperparameters: dict = None, environment: dict = None,
-                           with_report: bool = True, checkpoint_s3_uri: str = None) -> str:
+                           with_report: bool = True, checkpoint_s3_uri: str = None,
+                           keep_alive_seconds: int = 0, instance_count: int = 1) -> str:
     """A training job of the deployment that moto reports Completed at once, with its
     model.tar.gz in the bucket (unless `with_model` is False; the evaluation report beside the
     model unless `with_report` is False: fake_aws.model_archive) and, given `checkpoint_s3_uri`,
-    the CheckpointConfig a launch sends. Returns its name."""
+    the CheckpointConfig a launch sends; with `keep_alive_seconds`, a warm pool kept from its end
+    (fake_aws.py). Returns its name."""
     import uuid
 
     name = f"{JOB_PREFIX}-{run}-{uuid.uuid4().hex[:6]}-20260101120000"
@@ -233,8 +235,10 @@ def completed_training_job(fake_aws, run: str = "serve", with_model: bool = True
         HyperParameters=hyperparameters or {"max_steps": "10"},
         Environment=environment or {},
         OutputDataConfig={"S3OutputPath": f"s3://{BUCKET}/jobs/"},
-        ResourceConfig={"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1,
-                        "VolumeSizeInGB": 200},
+        ResourceConfig={"InstanceType": "ml.p4d.24xlarge", "InstanceCount": instance_count,
+                        "VolumeSizeInGB": 200,
+                        **({"KeepAlivePeriodInSeconds": keep_alive_seconds}
+                           if keep_alive_seconds else {})},
         StoppingCondition={"MaxRuntimeInSeconds": 3600})
     # The fake job has written its model.tar.gz (fake_aws.py): replaced, or removed.
     if with_model:

@@ -13,9 +13,23 @@
   InvokeEndpoint for an existing endpoint with a canned answer in the serving handler's schema
   (recording what was sent: moto's own answer is not JSON and does not check that the endpoint
   exists). CloudWatch speaks CBOR: its requests are captured at the botocore level
-  (conftest.py `captured`).
+  (conftest.py `captured`);
+- keep managed warm pools, which moto lacks (docs/aws-rules.md TRN-3, TRN-4): a training job
+  created with ResourceConfig KeepAlivePeriodInSeconds above 0 keeps a pool `Available` from its
+  end (moto's jobs end when created) for that long, then `Terminated`; a later job of the same
+  shape (role, instance type and count, volume size and key, VPC, the two Enable* flags) takes it
+  over (`Reused` by that job); DescribeTrainingJob and ListTrainingJobs report `WarmPoolStatus`,
+  ListTrainingJobs filters by `WarmPoolStatusEquals`; UpdateTrainingJob changes a pool's
+  keep-alive, 0 ending it, and is recorded as sent. No kinder than SageMaker: CreateTrainingJob
+  is refused with a keep-alive above SERVICE_MAX_KEEP_ALIVE_SECONDS or with spot, and
+  UpdateTrainingJob for a job that does not exist, has not finished, was created without a warm
+  pool or whose pool is no longer `Available`, for a keep-alive outside 0..3600, and for any other
+  field (the fake answers warm-pool updates only). Not modelled: the warm-pool quota (0 by
+  default: no pool at all), a pool's 28 days, patch updates (a pool may end early).
 """
 
+import dataclasses
+import datetime
 import io
 import logging
 import json
@@ -23,7 +37,7 @@ import re
 import tarfile
 import threading
 import time
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import boto3
 from moto.core import DEFAULT_ACCOUNT_ID
@@ -38,6 +52,16 @@ from maskrcnn_contract import metrics as job_metrics
 logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
 CREATE_TRAINING_JOB = "SageMaker.CreateTrainingJob"
+DESCRIBE_TRAINING_JOB = "SageMaker.DescribeTrainingJob"
+LIST_TRAINING_JOBS = "SageMaker.ListTrainingJobs"
+UPDATE_TRAINING_JOB = "SageMaker.UpdateTrainingJob"
+WARM_POOL_TARGETS = (DESCRIBE_TRAINING_JOB, LIST_TRAINING_JOBS, UPDATE_TRAINING_JOB)
+# WarmPoolStatus Status (SageMaker API reference, WarmPoolStatus; botocore's enum).
+WARM_POOL_STATUSES = ("Available", "Terminated", "Reused", "InUse")
+# The longest keep-alive the fake SageMaker accepts: the lower of the documented limits (the
+# developer guide's 3600 s; botocore's model says 21600), docs/aws-rules.md TRN-3.
+SERVICE_MAX_KEEP_ALIVE_SECONDS = 3600
+FINISHED_STATUSES = ("Completed", "Failed", "Stopped")
 DESCRIBE_DRA = "AWSSimbaAPIService_v20180301.DescribeDataRepositoryAssociations"
 # Serving requests recorded as sent: {X-Amz-Target: operation name}.
 SERVING_TARGETS = {
@@ -124,10 +148,52 @@ def model_archive(report: bool = True) -> bytes:
     return out.getvalue()
 
 
+def _shape(params: Dict) -> tuple:
+    """What a training job must share with a warm pool's job to start on it (SageMaker developer
+    guide, "SageMaker AI Managed Warm Pools", "Matching training jobs")."""
+    resources, vpc = params.get("ResourceConfig", {}), params.get("VpcConfig") or {}
+    return (params.get("RoleArn"), resources.get("InstanceType"), resources.get("InstanceCount"),
+            resources.get("VolumeSizeInGB"), resources.get("VolumeKmsKeyId"),
+            tuple(sorted(vpc.get("SecurityGroupIds", []))), tuple(sorted(vpc.get("Subnets", []))),
+            bool(params.get("EnableInterContainerTrafficEncryption")),
+            bool(params.get("EnableNetworkIsolation")))
+
+
+@dataclasses.dataclass
+class WarmPool:
+    """A training job's managed warm pool, from the end of the job (SageMaker developer guide,
+    "Warm pool lifecycle")."""
+
+    job: str
+    keep: int                        # KeepAlivePeriodInSeconds
+    shape: tuple
+    started: float                   # when the job ended and the pool began (time.time())
+    status: str = "Available"
+    ended: Optional[float] = None    # when it was reused, released or expired
+    reused_by: Optional[str] = None
+
+    def state(self, now: float) -> str:
+        if self.status == "Available" and now >= self.started + self.keep:
+            self.status, self.ended = "Terminated", self.started + self.keep
+        return self.status
+
+    def answer(self, now: float) -> dict:
+        """Its WarmPoolStatus as DescribeTrainingJob and ListTrainingJobs report it."""
+        answer = {"Status": self.state(now)}
+        if self.ended is not None:
+            answer["ResourceRetainedBillableTimeInSeconds"] = int(self.ended - self.started)
+        if self.reused_by:
+            answer["ReusedByJob"] = self.reused_by
+        return answer
+
+
 class FakeAws:
     def __init__(self, region: str):
         self.region = region
         self.create_training_job_requests: List[dict] = []
+        # UpdateTrainingJob requests as sent, and the warm pools by job name.
+        self.update_training_job_requests: List[dict] = []
+        self.warm_pools: Dict[str, WarmPool] = {}
         self.associations: List[dict] = []
         self.serving_requests: List[Tuple[str, dict]] = []
         self.invocations: List[dict] = []
@@ -173,6 +239,23 @@ class FakeAws:
     def sagemaker_backend(self):
         return sagemaker_backends[DEFAULT_ACCOUNT_ID][self.region]
 
+    def updates_since(self, start: int) -> List[dict]:
+        """The UpdateTrainingJob requests as sent from index `start` on."""
+        with self._lock:
+            return list(self.update_training_job_requests[start:])
+
+    def backdate(self, job_name: str, seconds: float) -> None:
+        """Moves a job's times, and its warm pool's start, `seconds` into the past: a pool kept for
+        that long already (and ended, if that is more than its keep-alive)."""
+        job = self.sagemaker_backend().training_jobs[job_name]
+        delta = datetime.timedelta(seconds=seconds)
+        for attribute in ("creation_time", "last_modified_time", "training_start_time",
+                          "training_end_time"):
+            setattr(job, attribute, getattr(job, attribute) - delta)
+        with self._lock:
+            if job_name in self.warm_pools:
+                self.warm_pools[job_name].started -= seconds
+
     # --- WSGI --------------------------------------------------------------------------------
 
     def _wsgi(self, environ, start_response):
@@ -180,13 +263,16 @@ class FakeAws:
         invocation = INVOCATIONS.match(environ.get("PATH_INFO", ""))
         if invocation and environ.get("REQUEST_METHOD") == "POST":
             return self._invoke(environ, start_response, invocation.group(1))
-        if target not in (CREATE_TRAINING_JOB, DESCRIBE_DRA, *SERVING_TARGETS):
+        if target not in (CREATE_TRAINING_JOB, DESCRIBE_DRA, *SERVING_TARGETS,
+                          *WARM_POOL_TARGETS):
             return self._app(environ, start_response)
         length = int(environ.get("CONTENT_LENGTH") or 0)
         body = environ["wsgi.input"].read(length)
         params = json.loads(body or b"{}")
         if target == DESCRIBE_DRA:
             return self._describe_associations(params, start_response)
+        if target in WARM_POOL_TARGETS:
+            return self._warm_pool_call(target, environ, body, params, start_response)
         if target in SERVING_TARGETS:
             with self._lock:
                 self.serving_requests.append((SERVING_TARGETS[target], params))
@@ -203,12 +289,136 @@ class FakeAws:
                 endpoint = self.sagemaker_backend().endpoints[params["EndpointName"]]
                 endpoint.endpoint_status, endpoint.failure_reason = "Failed", reason
             return response
+        refusal = self._warm_pool_refusal(params)
+        if refusal:
+            return _json_answer(start_response, "400 Bad Request", *refusal)
         environ["wsgi.input"] = io.BytesIO(body)
         response = list(self._app(environ, start_response))
         with self._lock:
             self.create_training_job_requests.append(params)
+        if params["TrainingJobName"] in self.sagemaker_backend().training_jobs:
+            self._keep_warm_pool(params["TrainingJobName"], params)
         self._run_job(params)
         return response
+
+    # --- managed warm pools -------------------------------------------------------------------
+
+    @staticmethod
+    def _warm_pool_refusal(params: Dict) -> Optional[Tuple[str, str]]:
+        """(error code, message) SageMaker would refuse a CreateTrainingJob's keep-alive with."""
+        keep = params.get("ResourceConfig", {}).get("KeepAlivePeriodInSeconds")
+        if keep is None:
+            return None
+        if not isinstance(keep, int) or not 0 <= keep <= SERVICE_MAX_KEEP_ALIVE_SECONDS:
+            return ("ValidationException", f"KeepAlivePeriodInSeconds {keep!r}: must be 0 to "
+                    f"{SERVICE_MAX_KEEP_ALIVE_SECONDS}")
+        if keep and params.get("EnableManagedSpotTraining"):
+            return ("ValidationException", "Warm pools are not supported with managed spot "
+                    "training (KeepAlivePeriodInSeconds with EnableManagedSpotTraining)")
+        return None
+
+    def _keep_warm_pool(self, name: str, params: Dict) -> None:
+        """The job takes over an Available pool of its shape, then (moto's jobs end when created)
+        keeps its own for its keep-alive."""
+        now, shape = time.time(), _shape(params)
+        keep = params.get("ResourceConfig", {}).get("KeepAlivePeriodInSeconds") or 0
+        backend = self.sagemaker_backend()
+        with self._lock:
+            reused = next((pool for pool in self.warm_pools.values()
+                           if pool.shape == shape and pool.job != name
+                           and self._pool_of(backend.training_jobs[pool.job]) is pool
+                           and pool.state(now) == "Available"), None)
+            if reused:
+                reused.status, reused.ended, reused.reused_by = "Reused", now, name
+            if keep or reused:
+                self.warm_pools[name] = WarmPool(name, keep, shape, started=now)
+
+    def _pool_of(self, job) -> Optional[WarmPool]:
+        """A finished job's pool (a running job's pool starts when the job ends)."""
+        if job.training_job_status not in FINISHED_STATUSES:
+            return None
+        return self.warm_pools.get(job.training_job_name)
+
+    def _warm_pool_call(self, target: str, environ, body: bytes, params: Dict, start_response):
+        backend, now = self.sagemaker_backend(), time.time()
+        if target == UPDATE_TRAINING_JOB:
+            return self._update_training_job(params, start_response)
+        wanted = params.pop("WarmPoolStatusEquals", None)
+        if wanted is not None and wanted not in WARM_POOL_STATUSES:
+            return _json_answer(start_response, "400 Bad Request", "ValidationException",
+                                f"1 validation error detected: Value '{wanted}' at "
+                                "'warmPoolStatusEquals' failed to satisfy constraint: Member must "
+                                f"satisfy enum value set: [{', '.join(WARM_POOL_STATUSES)}]")
+        status, headers, data = self._moto(environ, json.dumps(params).encode())
+        if not status.startswith("200"):  # moto's refusal as it is
+            start_response(status, headers)
+            return [data]
+        answer = json.loads(data)
+        with self._lock:
+            if target == DESCRIBE_TRAINING_JOB:
+                pool = self._pool_of(backend.training_jobs[answer["TrainingJobName"]])
+                if pool:
+                    answer["WarmPoolStatus"] = pool.answer(now)
+            else:
+                summaries = []
+                for summary in answer["TrainingJobSummaries"]:
+                    pool = self._pool_of(backend.training_jobs[summary["TrainingJobName"]])
+                    if pool:
+                        summary["WarmPoolStatus"] = pool.answer(now)
+                    if wanted is None or (pool and pool.state(now) == wanted):
+                        summaries.append(summary)
+                answer["TrainingJobSummaries"] = summaries
+        return _json_answer(start_response, status, answer=answer)
+
+    def _update_training_job(self, params: Dict, start_response):
+        """UpdateTrainingJob of a warm pool's keep-alive, refused as SageMaker would (the error
+        codes are the API reference's; the messages are the fake's own)."""
+        name = params.get("TrainingJobName")
+        job = self.sagemaker_backend().training_jobs.get(name)
+        keep = (params.get("ResourceConfig") or {}).get("KeepAlivePeriodInSeconds")
+        now = time.time()
+        with self._lock:
+            pool = self._pool_of(job) if job else None
+            problem = None
+            if job is None:
+                problem = ("ResourceNotFound", f"Training job {name} does not exist.")
+            elif set(params) != {"TrainingJobName", "ResourceConfig"}:
+                problem = ("ValidationException", "the fake SageMaker answers warm-pool updates "
+                           "(ResourceConfig KeepAlivePeriodInSeconds) only")
+            elif not isinstance(keep, int) or not 0 <= keep <= SERVICE_MAX_KEEP_ALIVE_SECONDS:
+                problem = ("ValidationException", f"KeepAlivePeriodInSeconds {keep!r}: must be 0 "
+                           f"to {SERVICE_MAX_KEEP_ALIVE_SECONDS}")
+            elif job.training_job_status not in FINISHED_STATUSES:
+                problem = ("ValidationException", f"Training job {name} is "
+                           f"{job.training_job_status}: its warm pool can be updated once the job "
+                           "has finished")
+            elif name not in self.warm_pools:
+                problem = ("ValidationException", f"Training job {name} has no warm pool: it was "
+                           "created without KeepAlivePeriodInSeconds")
+            elif pool.state(now) != "Available":
+                problem = ("ValidationException", f"The warm pool of training job {name} is "
+                           f"{pool.status}, not Available")
+            if problem:
+                return _json_answer(start_response, "400 Bad Request", *problem)
+            self.update_training_job_requests.append(params)
+            if keep == 0:
+                pool.status, pool.ended = "Terminated", now
+            else:  # counted from the job's end, as at creation
+                pool.keep = keep
+        return _json_answer(start_response, "200 OK", answer={"TrainingJobArn": job.arn})
+
+    def _moto(self, environ, body: bytes) -> Tuple[str, list, bytes]:
+        """moto's answer to the request with `body`: HTTP status, headers, body."""
+        environ["wsgi.input"] = io.BytesIO(body)
+        environ["CONTENT_LENGTH"] = str(len(body))
+        captured = {}
+
+        def keep(status, headers, exc_info=None):
+            captured.update(status=status, headers=headers)
+            return lambda data: None
+
+        data = b"".join(self._app(environ, keep))
+        return captured["status"], captured["headers"], data
 
     def _invoke(self, environ, start_response, name: str):
         body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
@@ -291,3 +501,15 @@ class FakeAws:
         self.client("s3").put_object(
             Bucket=bucket, Body=out.getvalue(),
             Key=f"{prefix}{job}/tensorboard-output/events.out.tfevents.1700000000.algo-1")
+
+
+def _json_answer(start_response, status: str, code: str = None, message: str = None,
+                 answer: dict = None):
+    """A JSON 1.1 answer: `answer`, or the error `code` with `message`."""
+    headers = [("Content-Type", "application/x-amz-json-1.1")]
+    if code:
+        headers.append(("x-amzn-ErrorType", code))
+        answer = {"__type": code, "message": message}
+    data = json.dumps(answer, default=str).encode()
+    start_response(status, headers + [("Content-Length", str(len(data)))])
+    return [data]

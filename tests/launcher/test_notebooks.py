@@ -138,14 +138,26 @@ def test_s3_notebook_with_the_users_choices(fake_aws):
 
 def test_s3_notebook_copies_the_dataset_when_asked_and_keeps_a_warm_pool(fake_aws):
     """TRN-1, TRN-3: INPUT_MODE = "File" copies the channel first; KEEP_ALIVE_SECONDS keeps the
-    instances for the next job."""
-    before = len(fake_aws.requests_since(0))
-    output = execute("mask-rcnn-s3.ipynb", {"INPUT_MODE": "File", "KEEP_ALIVE_SECONDS": 900})
+    instances for the next job. TRN-4: the last cell lists the job's pool, kept, and with
+    RELEASE_WARM_POOL ends it (UpdateTrainingJob, keep-alive 0)."""
+    before, updates = len(fake_aws.requests_since(0)), len(fake_aws.updates_since(0))
+    output = execute("mask-rcnn-s3.ipynb", {"INPUT_MODE": "File", "KEEP_ALIVE_SECONDS": 900,
+                                            "RELEASE_WARM_POOL": True})
     sent = fake_aws.requests_since(before)
     assert len(sent) == 1
     assert_training_request(sent[0], fake_aws.parameters, "s3", "ml.p4d.24xlarge", 2, 8,
                             input_mode="File", keep_alive_seconds=900)
     assert "warm pool:    instances kept 900 s after the job" in output
+    job = sent[0]["TrainingJobName"]
+    # Listed as kept (seconds after the job's end), then released.
+    assert re.search(rf"^  {job}: 2 x ml\.p4d\.24xlarge \(\$\$\$\$\$ per instance-hour\) "
+                     r"kept 0(\.0\d)? h \(0(\.0\d)? instance-hours\), ends by itself in 1[45] min "
+                     r"of 900 s keep-alive; end it now: python -m maskrcnn_launcher "
+                     rf"release-warm-pool {job}$", output, re.M)
+    assert re.search(rf"released the warm pool of {job}: 2 x ml\.p4d\.24xlarge, kept "
+                     r"0(\.0\d)? h", output)
+    assert fake_aws.updates_since(updates) == [
+        {"TrainingJobName": job, "ResourceConfig": {"KeepAlivePeriodInSeconds": 0}}]
 
 
 def test_launch_notebook_stops_on_a_bad_hyperparameter(fake_aws):

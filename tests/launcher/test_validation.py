@@ -527,9 +527,11 @@ def settings_values(deployment) -> dict:
      "file system SageMaker mounts (File mode)"),
     ({"input_mode": "Pipe"}, "input mode 'Pipe' (--input-mode, input_mode): expected one of "
                              "FastFile, File"),
-    ({"keep_alive_seconds": 21601}, "keep-alive 21601 seconds (--keep-alive-seconds, "
-                                    "keep_alive_seconds): expected a whole number from 0 (no warm "
-                                    "pool) to 21600"),
+    # TRN-3: 3600, what SageMaker certainly accepts (botocore's model says 21600).
+    ({"keep_alive_seconds": 3601}, "keep-alive 3601 seconds (--keep-alive-seconds, "
+                                   "keep_alive_seconds): expected a whole number from 0 (no warm "
+                                   "pool) to 3600"),
+    ({"keep_alive_seconds": 21600}, "keep-alive 21600 seconds"),
     ({"keep_alive_seconds": -1}, "keep-alive -1 seconds"),
     ({"keep_alive_seconds": 1.5}, "keep-alive 1.5 seconds"),
     ({"keep_alive_seconds": 600, "use_spot": True},
@@ -543,11 +545,11 @@ def test_an_input_mode_or_warm_pool_that_cannot_work_is_refused_before_building(
 
 
 def test_a_warm_pool_is_sent_as_keep_alive_within_sagemakers_limit(deployment):
-    """TRN-3: KeepAlivePeriodInSeconds up to 21600; none unless asked for."""
+    """TRN-3: KeepAlivePeriodInSeconds up to 3600; none unless asked for."""
     assert "KeepAlivePeriodInSeconds" not in sent(deployment)["ResourceConfig"]
-    request = sent(deployment, keep_alive_seconds=21600)
-    assert request["ResourceConfig"]["KeepAlivePeriodInSeconds"] == 21600
-    assert jobs.describe_inputs(request)[-1].startswith("warm pool:    instances kept 21600 s")
+    request = sent(deployment, keep_alive_seconds=3600)
+    assert request["ResourceConfig"]["KeepAlivePeriodInSeconds"] == 3600
+    assert jobs.describe_inputs(request)[-1].startswith("warm pool:    instances kept 3600 s")
 
 
 def _channel(request, name="train"):
@@ -575,8 +577,8 @@ def _channel(request, name="train"):
         EnableManagedSpotTraining=True, CheckpointConfig=r["CheckpointConfig"],
         StoppingCondition=dict(r["StoppingCondition"], MaxWaitTimeInSeconds=10 ** 6)),
      "KeepAlivePeriodInSeconds 3600: managed warm pools cannot be used with spot instances"),
-    ("s3", lambda r: r["ResourceConfig"].update(KeepAlivePeriodInSeconds=86400),
-     "ResourceConfig KeepAlivePeriodInSeconds 86400: expected 0 to 21600"),
+    ("s3", lambda r: r["ResourceConfig"].update(KeepAlivePeriodInSeconds=3601),
+     "ResourceConfig KeepAlivePeriodInSeconds 3601: expected 0 to 3600"),
 ])
 def test_the_request_as_sent_is_checked_for_input_mode_warm_pool_and_tensorboard(
         deployment, source, mutate, message):

@@ -22,7 +22,7 @@ for name in ("tensorflow", "tf-keras", "tf-models-official", "sagemaker-training
         versions[name] = m.version(name)
     except m.PackageNotFoundError:
         versions[name] = None
-versions["tf.keras"] = tf.keras.__name__
+versions["tf.keras"] = tf.keras.__name__ if versions["tf-keras"] else None
 print(json.dumps(versions))
 """
 

@@ -45,7 +45,7 @@ ignore_library_notices()
 
 
 # absl::SetMinLogLevel(absl::LogSeverityAtLeast), in the absl release TensorFlow 2.21 links
-# (lts_20250814; 2.18's was lts_20230802).
+# (lts_20250814).
 _ABSL_SET_MIN_LOG_LEVEL = "_ZN4absl12lts_2025081414SetMinLogLevelENS0_18LogSeverityAtLeastE"
 
 

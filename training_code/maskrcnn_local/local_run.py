@@ -344,11 +344,9 @@ def tensorflow_environment() -> dict:
         # No GPU here: TensorFlow creates only its CPU device, instead of initializing CUDA and
         # logging the failed cuInit as an error. Only here: on SageMaker the GPUs are the point.
         values["TF_ENABLED_DEVICE_TYPES"] = "CPU"
-    # No setting reaches two kinds of ERROR line: TensorFlow's CUDA plugins registered twice as its
-    # libraries load (4 lines a process), and oneDNN's "supports DT_BOOL only on platforms with
-    # AVX-512" (Model Garden transposes a bool tensor). TF_ENABLE_ONEDNN_OPTS=0 would drop the
-    # latter with oneDNN itself: the demo's step took 0.76-1.38 s without it, 0.71-0.95 s with it
-    # (3 runs each of benchmarks/step_timing.py on a loaded 2-core machine).
+    # No setting reaches the lines TensorFlow 2.21's CUDA stub logs through absl as its libraries
+    # load on a machine without a GPU driver ("Could not find cuda drivers", each after absl's
+    # "before absl::InitializeLog()" notice: 4 lines a process; tensorflow/tensorflow#100442).
     return {name: os.environ.get(name, value) for name, value in values.items()}
 
 

@@ -19,7 +19,7 @@ class HorovodSyncBatchNormalization(tf_keras.layers.BatchNormalization):
     """tf_keras batch norm whose training statistics are those of the global batch: each rank's
     sum, sum of squares and count are summed over the ranks with one Horovod allreduce in the
     forward pass (gradients flow back through it), as horovod.tensorflow.sync_batch_norm does;
-    that class subclasses Keras 3's layer under TF 2.18, and Model Garden builds tf_keras layers.
+    that class subclasses TensorFlow's default Keras (3) layer; Model Garden builds tf_keras ones.
 
     Overrides `_calculate_mean_and_var`, as tf_keras's SyncBatchNormalization does for
     tf.distribute; `synchronized=True` keeps the layer off fused batch norm, which would not call
