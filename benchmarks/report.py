@@ -310,7 +310,9 @@ def _baseline_rows(before: dict, after: dict) -> list:
 
 
 def baseline_section(before: dict, after: dict, baseline_dir: str) -> list:
-    machine = lambda records: next(iter(records.values()))["machine"]  # noqa: E731
+    def machine(records: dict) -> str:
+        return next(iter(records.values()))["machine"]
+
     lines = ["## Before and after", "",
              f"The key figures of the baseline in `{baseline_dir}` (measured on "
              f"{machine(before)}) beside this run's ({machine(after)}). A step time more than "

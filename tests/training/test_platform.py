@@ -2,6 +2,7 @@
 DLC's), tf-keras 2.21.0 as tf.keras, Model Garden 2.20.0, the DLC's toolkits (docs/image.md)."""
 
 import ctypes
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -28,8 +29,6 @@ print(json.dumps(versions))
 
 
 def _versions(python):
-    import json
-
     result = subprocess.run([str(REPO / python / "bin" / "python"), "-c", PROBE],
                             capture_output=True, text=True, timeout=120,
                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
