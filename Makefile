@@ -17,6 +17,9 @@ DLC_VENV := .venv-dlc
 IMAGE_VENV := .venv-image
 # The serving image's TensorFlow (2.20), which must load and answer the SavedModel the job exports.
 SERVING_VENV := .venv-serving
+# The labeling tools' own COCO exporters (Datumaro, CVAT's; label-studio-sdk, Label Studio's): the
+# tests write their exports with them (tests/training/labeling_tools.py).
+LABELING_VENV := .venv-labeling
 # What the CDK pipeline's Synth step installs (stacks/pipeline_stack.py): requirements-infra.txt
 # alone. `make test` runs tests/infra in it, as that step runs them.
 INFRA_VENV := .venv-infra
@@ -52,7 +55,7 @@ help:
 	@echo "make bench  - CPU benchmarks (root, long): the demo's accuracy; COCOeval by pycocotools and faster-coco-eval; horovod, multi_worker_mirrored, parameter_server side by side; converter speed; writes docs/benchmarks.md"
 
 setup: apt $(VENV)/.horovod $(DLC_VENV)/.installed $(IMAGE_VENV)/.installed $(SERVING_VENV)/.installed \
-       $(INFRA_VENV)/.installed node_modules/.installed
+       $(LABELING_VENV)/.installed $(INFRA_VENV)/.installed node_modules/.installed
 
 # System packages: Open MPI for Horovod, compilers for its build, Node.js for the CDK CLI.
 apt:
@@ -116,6 +119,12 @@ $(SERVING_VENV)/.installed: tests/training/serving-requirements.txt
 	$(SERVING_VENV)/bin/python -c "import tensorflow as tf; assert tf.__version__ == '2.20.0', tf.__version__"
 	touch $@
 
+$(LABELING_VENV)/.installed: tests/training/labeling-requirements.txt
+	rm -rf $(LABELING_VENV) && python3 -m venv $(LABELING_VENV)
+	$(LABELING_VENV)/bin/pip install -q -r tests/training/labeling-requirements.txt
+	$(LABELING_VENV)/bin/python -c "import datumaro.plugins.data_formats.coco.exporter; from label_studio_sdk.converter import Converter"
+	touch $@
+
 # As the pipeline's Synth step: `pip install -r requirements-infra.txt` in a fresh environment.
 $(INFRA_VENV)/.installed: requirements.txt requirements-infra.txt contract/pyproject.toml
 	rm -rf $(INFRA_VENV) && python3 -m venv $(INFRA_VENV)
@@ -159,7 +168,8 @@ bench: setup
 	$(PY) benchmarks/coco_eval_speed.py --results-dir $(BENCH_RESULTS)
 	$(PY) benchmarks/cpu_scaling.py --results-dir $(BENCH_RESULTS)
 	$(PY) benchmarks/converter_speed.py --results-dir $(BENCH_RESULTS)
-	$(PY) benchmarks/report.py $(BENCH_RESULTS) --baseline $(BENCH_BASELINE) --out docs/benchmarks.md
+	$(PY) benchmarks/report.py $(BENCH_RESULTS) --baseline $(BENCH_BASELINE) --out docs/benchmarks.md \
+	    --evaluation-doc docs/evaluation.md
 
 test-launcher: setup
 	$(PY) -m pytest tests/launcher

@@ -13,6 +13,8 @@ so the only communication is the gradients'):
 3. Mask AP after the same wall-clock budget of training (--budget seconds) on 2 emulated hosts:
    each strategy trains train.py itself for the steps its measured throughput makes of the
    budget, then evaluates the 50 val images.
+Each timing run also records what its processes used, start-up included (user and kernel CPU
+seconds, minor page faults; complete on one host, where every process is local_run's descendant).
 Writes every figure to <results-dir>/cpu_scaling.json (benchmarks/results.py; `make bench`
 renders it into docs/benchmarks.md) and prints the same tables; each run's output goes to
 <work-dir>/logs/. Root only (emulated hosts). --smoke checks the whole path (tiny dataset, 4
@@ -28,6 +30,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -76,8 +79,16 @@ def _local_run(args, name: str, distribution: str, hosts: int, extra: list, env:
         command += ["--container-env", f"{key}={value}"]
     command += extra
     started = time.time()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     result = subprocess.run(command, capture_output=True, text=True, timeout=timeout + 120,
                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **env))
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # What the run's processes used (those waited for, local_run's descendants): on one host all
+    # of them. Under the strategies TF 2.21 takes about twice TF 2.18's kernel time (docs/image.md,
+    # "The move, measured").
+    args.usage[name] = {"cpu_user_s": after.ru_utime - before.ru_utime,
+                        "cpu_sys_s": after.ru_stime - before.ru_stime,
+                        "minor_faults": after.ru_minflt - before.ru_minflt}
     log = os.path.join(args.work_dir, "logs", f"{name}.txt")
     os.makedirs(os.path.dirname(log), exist_ok=True)
     with open(log, "w", encoding="utf-8") as f:
@@ -101,7 +112,7 @@ def _time_run(args, name: str) -> dict:
     found = re.findall(r"BENCH (\{.*\})", output)
     if not found:
         raise RuntimeError(f"{name}: no BENCH line in its output:\n{output[-4000:]}")
-    return dict(json.loads(found[-1]), run=name, placement=(
+    return dict(json.loads(found[-1]), run=name, **args.usage[name], placement=(
         f"{hosts} emulated hosts x 1 process" if hosts > 1 else f"1 host, {ranks} x {threads}"))
 
 
@@ -171,6 +182,7 @@ def parse_args(argv=None):
                         help="check the path only: tiny dataset, 4 steps, budget 5 s")
     args = parser.parse_args(argv)
     args.env = dict(args.env)
+    args.usage = {}  # run name -> its processes' CPU time and page faults (_local_run)
     args.runs = [r for r in args.runs.split(",") if r]
     unknown = set(args.runs) - set(TIMING_RUNS)
     if unknown:

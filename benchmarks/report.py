@@ -8,7 +8,8 @@ script's run: it starts with that run's date, machine and command, and a smoke r
 nothing. Files measured on different machines are refused. With --baseline, a first section sets
 the key figures of an earlier run's files (kept in benchmarks/baselines/) beside this run's, and
 marks a step time more than 10% slower. The page says nothing that is not in the files or in the
-scripts. Standard library only.
+scripts. With --evaluation-doc, docs/evaluation.md's example is the demo's run's evaluation report
+(printed by the contract's table). Standard library and the contract only.
 """
 
 import argparse
@@ -80,7 +81,56 @@ def demo_accuracy_section(record: dict) -> list:
     lines += ["", f"The local run took {record['local_run_seconds'] / 60:.1f} min (dataset, "
                   "training, evaluations, export; `make demo` adds the synth summary and the "
                   "drawing)."]
+    runs = record.get("runs") or []
+    if len(runs) > 1:
+        lines += ["", f"The same command run {len(runs)} times (the table above is the first run): "
+                      "each run's final metrics, and their spread. Two ranks' thread scheduling "
+                      "makes runs of one commit differ; a change in a later run inside this "
+                      "range is not a regression.", ""]
+        rows = [[n, _cell(run["final"], "eval/segm_AP", "{:.3f}"),
+                 _cell(run["final"], "eval/segm_AP50", "{:.3f}"),
+                 _cell(run["final"], "eval/bbox_AP", "{:.3f}"),
+                 _cell(run["final"], "eval/bbox_AP50", "{:.3f}"),
+                 f"{run['local_run_seconds'] / 60:.1f}"] for n, run in enumerate(runs, 1)]
+        spread = record["spread"]
+        for label, key, fmt in (("mean", "mean", "{:.3f}"), ("standard deviation", "stdev", "{:.3f}"),
+                                ("least", "min", "{:.3f}"), ("greatest", "max", "{:.3f}")):
+            rows.append([label] + [_cell(spread.get(name, {}), key, fmt) for name in (
+                "eval/segm_AP", "eval/segm_AP50", "eval/bbox_AP", "eval/bbox_AP50")] + [NONE])
+        lines += _table(["run", "mask AP", "mask AP50", "box AP", "box AP50", "min"], rows)
     return lines
+
+
+# docs/evaluation.md's example table lies between these lines; `make bench` rewrites it from the
+# demo's run (--evaluation-doc), so the example is a run's, with its date.
+EXAMPLE_BEGIN = "<!-- make bench: the demo's evaluation report (benchmarks/report.py) -->"
+EXAMPLE_END = "<!-- end of make bench's example -->"
+
+
+def evaluation_example(record: dict) -> list:
+    """The lines between EXAMPLE_BEGIN and EXAMPLE_END: the demo's last evaluation report, as
+    the job prints it (the contract's table)."""
+    from maskrcnn_contract import evaluation_report
+
+    report = record["evaluation_report"]
+    smoke = " (a smoke run: its figures mean nothing)" if record.get("smoke") else ""
+    return [f"This one is the end of the demo's run in `make bench` of {record['date']}{smoke} "
+            f"({report['step']} steps on the {record['dataset']['difficulty']} synthetic set, "
+            f"{report['images']} validation images, {report['evaluator']}; "
+            "[benchmarks.md](benchmarks.md), \"`make demo`'s accuracy\", for the run-to-run "
+            "spread):", "", "```"] + evaluation_report.table(report) + ["```"]
+
+
+def write_evaluation_example(path: str, record: dict) -> None:
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if text.count(EXAMPLE_BEGIN) != 1 or text.count(EXAMPLE_END) != 1:
+        raise ReportError(f"{path}: expected one {EXAMPLE_BEGIN!r} and one {EXAMPLE_END!r}")
+    head, rest = text.split(EXAMPLE_BEGIN)
+    _, tail = rest.split(EXAMPLE_END)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(head + EXAMPLE_BEGIN + "\n" + "\n".join(evaluation_example(record)) + "\n"
+                + EXAMPLE_END + tail)
 
 
 def _strategy_table(figures: dict, budget: int) -> list:
@@ -186,7 +236,22 @@ def cpu_scaling_section(record: dict) -> list:
             f"hosts for as many steps as its measured images/s make of {budget} s, then "
             f"evaluates the validation images once ({ap_hps}, the steps as `max_steps`).")
     lines += _horovod_table(timing)
+    lines += _usage_table(timing)
     return lines
+
+
+def _usage_table(timing: dict) -> list:
+    """The one-host timing runs' CPU time and page faults (every process is local_run's
+    descendant there), whole runs, start-up included."""
+    rows = [[f"`{name}`", f"{r['cpu_user_s']:.0f}", f"{r['cpu_sys_s']:.1f}",
+             f"{r['cpu_sys_s'] / (r['cpu_user_s'] + r['cpu_sys_s']):.0%}",
+             f"{r['minor_faults'] / 1e6:.2f}"]
+            for name, r in timing.items() if r.get("hosts") == 1 and "cpu_sys_s" in r]
+    if not rows:
+        return []
+    return ["", "What each one-host timing run's processes used, the whole run (start-up, "
+                "warm-up and timed steps):", ""] + _table(
+        ["run", "user CPU (s)", "kernel CPU (s)", "kernel share", "minor page faults (M)"], rows)
 
 
 def converter_speed_section(record: dict) -> list:
@@ -360,6 +425,9 @@ def main(argv=None) -> int:
     parser.add_argument("results_dir", nargs="?", default=results.DEFAULT_RESULTS_DIR)
     parser.add_argument("--baseline", help="an earlier run's results directory, set beside this one")
     parser.add_argument("--out", default=os.path.join(REPO, "docs", "benchmarks.md"))
+    parser.add_argument("--evaluation-doc",
+                        help="also rewrite this page's example (docs/evaluation.md) from the "
+                             "demo's evaluation report")
     args = parser.parse_args(argv)
     try:
         records = load(args.results_dir)
@@ -370,6 +438,18 @@ def main(argv=None) -> int:
     with open(args.out, "w", encoding="utf-8") as f:
         f.write(render(records, _shown(args.results_dir), baseline))
     print(f"{args.out}: {', '.join(records)}")
+    if args.evaluation_doc:
+        demo = records.get("demo_accuracy")
+        if not demo or "evaluation_report" not in demo:
+            print(f"report: {args.results_dir} holds no demo evaluation report for "
+                  f"{args.evaluation_doc}", file=sys.stderr)
+            return 2
+        try:
+            write_evaluation_example(args.evaluation_doc, demo)
+        except ReportError as error:
+            print(f"report: {error}", file=sys.stderr)
+            return 2
+        print(f"{args.evaluation_doc}: the demo's evaluation report")
     return 0
 
 

@@ -1,10 +1,11 @@
-"""`make test`: every test under tests/, as four pytest processes side by side.
+"""`make test`: every test under tests/, as five pytest processes side by side.
 
 The job's end-to-end tests (tests/training/test_job.py, test_strategies.py) each start real
 multi-process runs, which keep only ~1.1 of the 2 cores of this machine busy on average
 (single-threaded imports and graph tracing, the training toolkit's own waits). Each of those two
-files runs in a pytest process of its own beside a third for everything else, whose output is
-shown as it comes. tests/infra runs in a fourth, as the CDK pipeline's Synth step runs it
+files runs in a pytest process of its own beside one for tests/launcher (a moto server per
+process on a port of its own, CDK synths) and one for everything else, whose output is shown as
+it comes. tests/infra runs in a fifth, as the CDK pipeline's Synth step runs it
 (stacks/pipeline_stack.py): `python -m pytest -q tests/infra` with the Python of .venv-infra, made
 from requirements-infra.txt alone, first on PATH (the CDK CLI's `python3 app.py` is that one
 too); the one infra test that needs moto, which that environment lacks, runs here after the
@@ -25,6 +26,8 @@ INFRA_BIN = os.path.join(REPO, ".venv-infra", "bin")
 # (tests, the Python that runs them)
 BESIDE = (("tests/training/test_job.py", sys.executable),
           ("tests/training/test_strategies.py", sys.executable),
+          # Their moto server and the CDK synth wait on I/O and Node as much as on the cores.
+          ("tests/launcher", sys.executable),
           ("tests/infra", os.path.join(INFRA_BIN, "python")))
 # The infra tests that need moto (absent where the pipeline runs tests/infra): run here too.
 NEEDS_MOTO = ("tests/infra/test_monitoring.py::test_the_matcher_answers_as_motos_does",)

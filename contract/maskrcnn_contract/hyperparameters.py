@@ -9,7 +9,8 @@ values with a message naming the hyperparameter.
 
 import dataclasses
 import json
-from typing import Any, Dict, Mapping, Tuple
+import math
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 BACKBONES = ("resnet18", "resnet34", "resnet50", "resnet101")
 MODEL_PRESETS = ("standard", "compact")
@@ -60,8 +61,9 @@ class Hyperparameters:
         0.0025, "Learning rate of ONE rank; the peak rate is this times the number of ranks.",
         above=0.0)
     warmup_steps: int = _field(
-        500, "Steps of linear warmup from a third of the peak learning rate to the peak.",
-        minimum=0)
+        500, "Steps of linear warmup from a third of the peak learning rate to the peak; fewer "
+        "than the run's steps (refused otherwise, naming the run's length), unless `max_steps` "
+        "cuts the run shorter: then the warmup is cut to it, with a warning.", minimum=0)
     epochs: float = _field(12.0, "Length of training in passes over the training set.",
                            above=0.0)
     lr_decay_epochs: str = _field(
@@ -72,9 +74,12 @@ class Hyperparameters:
     weight_decay: float = _field(4e-5, "L2 weight decay.", minimum=0.0)
     momentum: float = _field(0.9, "SGD momentum.", minimum=0.0)
     mixed_precision: bool = _field(True, "float16 compute with loss scaling (GPUs only).")
-    fp16_allreduce: bool = _field(False, "Compress gradients to float16 for the allreduce.")
+    fp16_allreduce: bool = _field(
+        False, "Compress gradients to float16 for Horovod's allreduce (`distribution=horovod` "
+        "only; refused with the others).")
     eval_every_epochs: float = _field(
-        1.0, "COCO evaluation period in epochs; 0: only at the end.", minimum=0.0)
+        1.0, "COCO evaluation period in epochs, at least one step (refused below, naming the "
+        "steps per epoch); 0: only at the end.", minimum=0.0)
     eval_max_images: int = _field(0, "Evaluate on at most this many val images; 0: all.",
                                   minimum=0)
     checkpoint_every_steps: int = _field(
@@ -231,14 +236,125 @@ def batch_norm_without_pretrained(distribution: str) -> str:
     return "per_rank" if distribution == "parameter_server" else "sync"
 
 
+def same_classes(run_info: Mapping[str, Any], categories: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a job training `categories` (its dataset_info.json's) keeps the class-specific
+    layers of the earlier run that `run_info` (job_io.RUN_INFO) describes: the same classes in
+    the same order (the contiguous ids 1..K follow it), each by its name and its annotation
+    file's id (`source_id`; a dataset staged before the ids were numbered has only `id`). A run
+    that recorded no classes shares none. The one rule: the job decides with it which layers to
+    re-initialize, the launcher says with it what the job will do."""
+    def key(found):
+        return [(c.get("name"), c.get("source_id", c.get("id"))) for c in found]
+    theirs = run_info.get("categories")
+    return bool(theirs) and key(theirs) == key(categories)
+
+
 def check_distribution(hps: Hyperparameters) -> None:
     """What the distribution allows of the other hyperparameters (the job checks at start, the
-    launcher before it sends)."""
+    launcher before it sends); every problem at once."""
+    problems = []
     if hps.distribution == "parameter_server" and hps.batch_norm == "sync":
-        raise HyperparameterError(
+        problems.append(
             "batch_norm=sync normalizes over the global batch of a synchronous step, and "
             "distribution=parameter_server has none (each worker updates on its own): choose "
             "batch_norm=frozen (with the pretrained backbone) or batch_norm=per_rank")
+    if hps.fp16_allreduce and hps.distribution != "horovod":
+        # Refused rather than ignored: only Horovod's allreduce compresses, and a comparison of
+        # strategies would credit or blame a compression that did not happen.
+        problems.append(
+            f"fp16_allreduce=true compresses Horovod's allreduce; distribution={hps.distribution} "
+            "has none to compress (" + (
+                "TensorFlow's collectives reduce the gradients in their own type"
+                if hps.distribution == "multi_worker_mirrored" else
+                "the workers send their gradients to the parameter servers")
+            + "): remove it, or choose distribution=horovod")
+    if problems:
+        raise HyperparameterError("; ".join(problems))
+
+
+@dataclasses.dataclass(frozen=True)
+class RunLength:
+    """A run's length in steps, for its training images and the replicas of one step (the job's
+    backend size: every rank under horovod and multi_worker_mirrored, one worker's under
+    parameter_server). The one arithmetic of the job's schedule and of the launcher's check."""
+
+    num_train_images: int
+    num_replicas: int
+    global_batch: int
+    steps_per_epoch: int
+    total_steps: int
+
+    def describe(self, hps: Hyperparameters) -> str:
+        how = (f"max_steps={hps.max_steps}; an epoch is {self.steps_per_epoch} steps"
+               if hps.max_steps else
+               f"epochs={hps.epochs:g} x {self.steps_per_epoch} "
+               f"step{'s' if self.steps_per_epoch != 1 else ''} per epoch")
+        return (f"this run is {self.total_steps} steps ({how}, for {self.num_train_images} "
+                f"training images in global batches of {self.global_batch}: images_per_gpu="
+                f"{hps.images_per_gpu} x {self.num_replicas} replicas)")
+
+
+def run_length(hps: Hyperparameters, num_train_images: int, num_replicas: int) -> RunLength:
+    global_batch = hps.images_per_gpu * num_replicas
+    steps_per_epoch = max(1, math.ceil(num_train_images / global_batch))
+    total = hps.max_steps or max(1, round(hps.epochs * steps_per_epoch))
+    return RunLength(num_train_images, num_replicas, global_batch, steps_per_epoch, total)
+
+
+def warmup_steps_used(hps: Hyperparameters, length: RunLength) -> int:
+    """The warmup the job runs: `warmup_steps`, or the whole run when `max_steps` cuts it
+    shorter (run_length_warnings says so)."""
+    return min(hps.warmup_steps, length.total_steps)
+
+
+def eval_every_steps(hps: Hyperparameters, length: RunLength) -> int:
+    """The evaluation period in steps; 0: only at the end."""
+    return round(hps.eval_every_epochs * length.steps_per_epoch)
+
+
+def run_length_problems(hps: Hyperparameters, length: RunLength) -> List[str]:
+    """What this run's length would silently turn into something else: a warmup that outlasts a
+    run of `epochs`, an evaluation period under one step (it would round to 0, "only at the
+    end"). Empty when there is none. The job refuses them at start (Schedule.build), the launcher
+    before it sends where it knows the dataset's size and the replicas."""
+    problems = []
+    total, per_epoch = length.total_steps, length.steps_per_epoch
+    # With max_steps the run is cut short on purpose (a try, a smoke or timing run, the tests'
+    # runs): it keeps the full run's warmup, cut to its length, and run_length_warnings says so
+    # loudly; refusing would make every cut run restate warmup_steps. A run of `epochs` is the
+    # run the user wants, and one that ends still warming up never trains at its peak rate.
+    if not hps.max_steps and hps.warmup_steps >= total:
+        problems.append(
+            f"hyperparameter warmup_steps={hps.warmup_steps}: {length.describe(hps)}, so it would "
+            "end still warming up and never train at its peak learning rate; allowed: "
+            f"warmup_steps from 0 to {total - 1} for this run, or a longer one (at least "
+            f"epochs={math.ceil((hps.warmup_steps + 1) / per_epoch)} for this warmup)")
+    if hps.eval_every_epochs and hps.eval_every_epochs * per_epoch < 1 - 1e-9:
+        problems.append(
+            f"hyperparameter eval_every_epochs={hps.eval_every_epochs:g}: {length.describe(hps)}, "
+            f"so that is every {hps.eval_every_epochs * per_epoch:.3g} steps, less than one, and "
+            "the job would evaluate only at the end; allowed: 0 (only at the end) or at least "
+            f"{1 / per_epoch:.4g} (one step)")
+    return problems
+
+
+def run_length_warnings(hps: Hyperparameters, length: RunLength) -> List[str]:
+    """What the job and the launcher print about the value they use (run_length_problems says
+    why this is not refused)."""
+    if hps.max_steps and hps.warmup_steps > length.total_steps:
+        return [f"warning: warmup_steps={hps.warmup_steps} is longer than this run "
+                f"(max_steps={hps.max_steps}): the learning rate warms up over all "
+                f"{warmup_steps_used(hps, length)} steps instead (warmup_steps="
+                f"{warmup_steps_used(hps, length)}) and reaches its peak only at the last step"]
+    return []
+
+
+def check_run_length(hps: Hyperparameters, length: RunLength) -> List[str]:
+    """HyperparameterError naming every run_length_problems; else the warnings to print."""
+    problems = run_length_problems(hps, length)
+    if problems:
+        raise HyperparameterError("; ".join(problems))
+    return run_length_warnings(hps, length)
 
 
 def decode(raw: Mapping[str, Any]) -> Dict[str, Any]:

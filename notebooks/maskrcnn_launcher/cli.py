@@ -6,7 +6,8 @@
                                        [--dry-run] [--wait]
     python -m maskrcnn_launcher upload-export --dataset NAME <directory or .zip>
     python -m maskrcnn_launcher stage-dataset [--dataset NAME] [--val-fraction F] [--split-seed S]
-                                              [--crowd-as-instances] [--strict] [--dry-run] [--wait]
+                                              [--crowd-as-instances] [--boxes-without-mask B]
+                                              [--strict] [--dry-run] [--wait]
     python -m maskrcnn_launcher datasets | sync-efs | fsx-status | follow <job>
     python -m maskrcnn_launcher deploy [--job <job>] [--instance-type T] [--min N] [--max N]
                                        [--target-invocations X] [--data-capture PCT]
@@ -24,7 +25,7 @@ import argparse
 import json
 import sys
 
-from maskrcnn_contract import job_io
+from maskrcnn_contract import job_io, labeling
 
 from maskrcnn_launcher import (data_prep, deploy, evaluation_report, follow, instances, settings,
                                warm_pools)
@@ -107,6 +108,12 @@ def parser() -> argparse.ArgumentParser:
     stage.add_argument("--crowd-as-instances", action="store_true",
                        help="train annotations marked iscrowd=1 as instances (CVAT marks every "
                        "mask so; Model Garden skips crowds in training)")
+    stage.add_argument("--boxes-without-mask", choices=labeling.BOXES_WITHOUT_MASK_CHOICES,
+                       default=labeling.REFUSE,
+                       help="annotations that are boxes without a mask (drawn with a rectangle "
+                       "tool: \"segmentation\": []): refuse the export (default), "
+                       f"{labeling.LEAVE_OUT} (named in the dataset's notes), or "
+                       f"{labeling.BOX_AS_MASK} (trained with the box filled as the mask)")
     stage.add_argument("--strict", action="store_true",
                        help="fail on an invalid annotation or image instead of skipping and "
                        "reporting it")
@@ -259,7 +266,8 @@ def run(args) -> None:
         data_prep.stage_dataset(
             boto_session, deployment, args.dataset, wait=args.wait, dry_run=args.dry_run,
             val_fraction=args.val_fraction, split_seed=args.split_seed,
-            crowd_as_instances=args.crowd_as_instances, strict=args.strict,
+            crowd_as_instances=args.crowd_as_instances,
+            boxes_without_mask=args.boxes_without_mask, strict=args.strict,
             stage_backbone=not args.no_backbone)
     elif args.command == "upload-export":
         data_prep.upload_import(boto_session.client("s3"), deployment, args.dataset, args.export,

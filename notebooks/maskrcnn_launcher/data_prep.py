@@ -158,7 +158,7 @@ def stage_dataset(boto_session, deployment: Deployment, dataset: str = job_io.DE
                   echo: Callable[[str], None] = print, **options) -> Optional[str]:
     """Runs the staging job of `dataset` unless it and the backbone checkpoint are both staged,
     or such a job is running (then follows that one). `options`: jobs.staging_job's (val_fraction,
-    split_seed, crowd_as_instances, strict, stage_backbone). Returns the job name, or None when
+    split_seed, crowd_as_instances, boxes_without_mask, strict, stage_backbone). Returns the job name, or None when
     there was nothing to do. Refused (LaunchRequestError) for a dataset other than COCO 2017
     whose export is not uploaded."""
     from maskrcnn_launcher import jobs, submit  # the SDK is imported only to send

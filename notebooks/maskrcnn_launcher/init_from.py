@@ -105,9 +105,8 @@ def describe(source: InitSource, dataset: str, dataset_categories: Optional[List
             f"classes): every variable of the same shape is restored, the optimizer starts anew")
     if dataset_categories is None:
         return line
-    same = [(c.get("name"), c.get("source_id", c.get("id"))) for c in theirs] == \
-        [(c.get("name"), c.get("source_id", c.get("id"))) for c in dataset_categories]
-    if same:
+    # The job's rule, from the contract: what it says here is what the job does.
+    if hyperparameters.same_classes(source.run_info, dataset_categories):
         return line + (f"; dataset {dataset!r} has the same classes, so the class-specific "
                        "layers are kept")
     return (line + f"; dataset {dataset!r} has {len(dataset_categories)} other classes "

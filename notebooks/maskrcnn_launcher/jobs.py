@@ -10,7 +10,7 @@ afterwards. `submit.send` sends it.
 
 from typing import Callable, Optional
 
-from maskrcnn_contract import job_io, metrics
+from maskrcnn_contract import job_io, labeling, metrics
 from maskrcnn_contract.hyperparameters import Hyperparameters
 
 from maskrcnn_launcher import instances
@@ -183,6 +183,7 @@ def staging_job_name(deployment: Deployment, dataset: str) -> str:
 def staging_job(deployment: Deployment, boto_session, dataset: str = job_io.DEFAULT_DATASET,
                 val_fraction: float = job_io.DEFAULT_VAL_FRACTION,
                 split_seed: int = job_io.DEFAULT_SPLIT_SEED, crowd_as_instances: bool = False,
+                boxes_without_mask: str = labeling.REFUSE,
                 strict: bool = False, stage_backbone: bool = True,
                 instance_type: str = "ml.m5.4xlarge", volume_size_gb: int = 200,
                 max_run_hours: float = 12.0) -> Launch:
@@ -191,8 +192,13 @@ def staging_job(deployment: Deployment, boto_session, dataset: str = job_io.DEFA
     prefix (unless `stage_backbone` is False), then stages the dataset: COCO 2017 downloaded from
     its archives, any other converted from the export below <imports prefix><dataset>/ (each
     skipped when staged). No channels. A job that downloads is refused in a deployment without
-    internet egress (docs/aws-rules.md SM-15)."""
+    internet egress (docs/aws-rules.md SM-15). `boxes_without_mask`: what the converter does with
+    an export's boxes without a mask (maskrcnn_contract.labeling; refused by default)."""
     job_io.check_dataset_name(dataset)
+    try:
+        labeling.check_boxes_without_mask(boxes_without_mask)
+    except ValueError as error:
+        raise LaunchRequestError(str(error)) from None
     downloads = [what for what, needed in (("COCO 2017", dataset == job_io.DEFAULT_DATASET),
                                            ("the backbone", stage_backbone)) if needed]
     if downloads and not deployment.internet_egress:
@@ -223,6 +229,8 @@ def staging_job(deployment: Deployment, boto_session, dataset: str = job_io.DEFA
             job_io.STAGING_SPLIT_SEED: str(split_seed),
             job_io.STAGING_CROWD_AS_INSTANCES: str(bool(crowd_as_instances)).lower(),
         })
+        if boxes_without_mask != labeling.REFUSE:  # the job's default
+            hyperparameters[labeling.BOXES_WITHOUT_MASK] = boxes_without_mask
     if strict:
         hyperparameters[job_io.STAGING_STRICT] = "true"
     if stage_backbone:

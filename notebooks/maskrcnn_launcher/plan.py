@@ -10,9 +10,11 @@ InstanceTypeError), naming each bad value: options SageMaker would refuse or the
 shorter than the run), what the request could no longer show (a strategy given twice, Horovod's
 settings with another, a toolkit hyperparameter of the user's that the launcher's would replace), a
 hyperparameter named like SageMaker's or its toolkit's, a bad run name, hyperparameters the job's
-parser rejects, inputs not staged (`inputs`), a data source the deployment lacks, an input mode or
-warm pool that cannot work (FastFile for a file system, a warm pool with spot). The request built
-from the plan is checked again as it is sent (`validation`, through `session`).
+parser rejects, inputs not staged (`inputs`), a warmup or evaluation period that the run's length
+(the staged dataset's training images, the replicas) would not keep (`run_length_notes`), a data
+source the deployment lacks, an input mode or warm pool that cannot work (FastFile for a file
+system, a warm pool with spot). The request built from the plan is checked again as it is sent
+(`validation`, through `session`).
 
 No SageMaker SDK here: `jobs` turns a plan into the SDK's ModelTrainer.
 """
@@ -27,10 +29,12 @@ from maskrcnn_contract.hyperparameters import Hyperparameters
 
 from maskrcnn_launcher import init_from, inputs, instances, validation
 from maskrcnn_launcher.options import (DATA_SOURCES, DEFAULT_DISTRIBUTION, FAST_FILE, FILE,
-                                       HOROVOD, PARAMETER_SERVER, LaunchOptions,
+                                       HOROVOD, MWMS, PARAMETER_SERVER, LaunchOptions,
                                        LaunchRequestError, option_problems)
 from maskrcnn_launcher.settings import Deployment
 
+# The split a job trains on, in dataset_info.json's `splits` (the job's data/layout.py TRAIN).
+TRAIN_SPLIT = "train"
 _RUN_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 # Staging jobs are named <prefix>-stage-<dataset>-<time> (jobs.staging_job): a run may not look so.
 STAGING_RUN = "stage"
@@ -180,6 +184,35 @@ def input_channels(deployment: Deployment, data_source: str, dataset: str,
     return tuple(channels)
 
 
+def step_replicas(distribution: str, options: LaunchOptions, ranks: int) -> Optional[int]:
+    """The replicas of one step as the job counts them (its backend's size): every Horovod rank;
+    every GPU of every host under multi_worker_mirrored; one worker's GPUs under parameter
+    servers (the workers step on their own). None where the GPU count of the instance type is not
+    in instances.GPUS_PER_INSTANCE (a CPU type, or one not listed): the job checks at start."""
+    if distribution == HOROVOD:
+        return options.instance_count * ranks
+    gpus = instances.GPUS_PER_INSTANCE.get(options.instance_type)
+    if gpus is None:
+        return None
+    return gpus * (options.instance_count if distribution == MWMS else 1)
+
+
+def run_length_notes(hps: Hyperparameters, info: dict,
+                     replicas: Optional[int]) -> List[str]:
+    """The contract's run-length rule (hyperparameters.run_length_problems, the one the job
+    applies at start) against the staged dataset's training images (its dataset_info.json):
+    refused here, before anything is sent; its warnings, to show. Nothing where the images or
+    the replicas are unknown (a dataset_info.json without the train split's size)."""
+    images = ((info.get("splits") or {}).get(TRAIN_SPLIT) or {}).get("num_images")
+    if replicas is None or not isinstance(images, int):
+        return []
+    length = hyperparameters.run_length(hps, images, replicas)
+    problems = hyperparameters.run_length_problems(hps, length)
+    if problems:
+        raise LaunchRequestError("invalid launch:\n  - " + "\n  - ".join(problems))
+    return hyperparameters.run_length_warnings(hps, length)
+
+
 def _parsed(raw: Dict[str, object]) -> Hyperparameters:
     try:
         return hyperparameters.parse(raw)
@@ -234,9 +267,10 @@ def training_plan(deployment: Deployment, options: LaunchOptions, s3_client,
             f"cannot fine-tune (--init-from, init_from): {init.s3_uri} holds the checkpoints of "
             f"this run ({run_name}) itself; launching a run again resumes it without "
             "--init-from, and a fine-tune needs a run name of its own")
+    info = inputs.dataset_info(s3_client, deployment, options.dataset)
+    notes += run_length_notes(parsed, info, step_replicas(distribution, options, ranks))
     if init is not None:
-        categories = inputs.dataset_info(s3_client, deployment, options.dataset).get("categories")
-        notes.append(init_from.describe(init, options.dataset, categories))
+        notes.append(init_from.describe(init, options.dataset, info.get("categories")))
     channels = input_channels(deployment, options.data_source, options.dataset, backbone,
                               init.s3_uri if init else None)
     sent = {**options.hyperparameters, "batch_norm": parsed.batch_norm,

@@ -272,16 +272,6 @@ def _hyperparameter_problems(hps: Mapping[str, str], channels: List[Mapping],
                 check()
             except hyperparameters.HyperparameterError as error:
                 problems.append(str(error))
-        if parsed.fp16_allreduce and distribution != HOROVOD:
-            # Refused rather than ignored: a comparison of strategies would credit or blame
-            # a compression that did not happen.
-            problems.append(
-                f"fp16_allreduce=true compresses Horovod's allreduce; distribution={distribution} "
-                "has none to compress (" + (
-                    "TensorFlow's collectives reduce the gradients in their own type"
-                    if distribution == MWMS else
-                    "the workers send their gradients to the parameter servers")
-                + "): remove it, or choose distribution=horovod")
     if distribution in hyperparameters.DISTRIBUTIONS:  # else named by the parser above
         problems += _distribution_problems(hps, distribution, instance_count)
     else:

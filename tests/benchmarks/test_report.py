@@ -22,7 +22,8 @@ DATASET = {"train_images": 400, "val_images": 50, "image_size": 128, "difficulty
            "generator": 4}
 TIMING = {"workers": 1, "images_per_step": 2, "images_per_sec": 5.5, "step_s": 0.361,
           "comm_s": 0.0, "parameters": 12_400_000, "parse_images_per_sec_per_rank": 4682.0,
-          "input_images_per_sec_per_rank": 5362.0}
+          "input_images_per_sec_per_rank": 5362.0, "hosts": 1, "cpu_user_s": 47.5,
+          "cpu_sys_s": 9.7, "minor_faults": 3_460_000}
 
 
 def _fixture() -> dict:
@@ -36,7 +37,7 @@ def _fixture() -> dict:
                 final={"eval/segm_AP": 0.2124, "eval/segm_AP50": 0.336, "eval/bbox_AP": 0.239,
                        "eval/bbox_AP50": 0.359})
     two_hosts = dict(TIMING, workers=2, images_per_sec=7.8, step_s=0.511, comm_s=0.096,
-                     images_per_step=4)
+                     images_per_step=4, hosts=2)
     cpu = dict(_envelope("cpu_scaling", "python benchmarks/cpu_scaling.py --smoke", smoke=True),
                settings={"steps": 4, "chunk": 2, "warmup": 2, "budget": 5, "hp": [], "env": {},
                          "runs": ["horovod-1x1", "horovod-2h"]},
@@ -124,6 +125,8 @@ def test_each_section_is_one_run_with_its_date_machine_and_command(tmp_path):
     assert "Hyperparameters of every run: `batch_norm=per_rank`." in cpu
     assert "The model: 12.4M trainable parameters (50 MB of fp32 gradients per step)." in cpu
     assert "| 1 x 1 | 0.361 | 5.5 | – | – | 4682 / 5362 | 5.5 |" in cpu
+    # The one-host runs' CPU time and page faults; the 2-host run's are incomplete, not shown.
+    assert "| `horovod-1x1` | 48 | 9.7 | 17% | 3.46 |" in cpu and "`horovod-2h` |" not in cpu
     assert ("| Model Garden `create_coco_tf_record` | 9.0 s | 11.8 s | 73.8 MB |" in converter)
     assert "**3.46x**" in converter and "9.0, 9.4, 8.8 s" in converter
     assert "3 alternating runs each, the median" in converter
@@ -180,3 +183,61 @@ def test_a_baseline_run_is_set_beside_this_one_and_a_slower_step_is_marked(tmp_p
     assert "| Horovod step, 1 x 1 on one host (s) | 0.361 | 0.379 | +5% |" in section
     assert "| `horovod` worker's step, 2 emulated hosts (s) | 0.511 | 0.600 | **+17% slower** |" in section
     assert "| converter, ours (s) | 2.6 | 2.0 | -23% |" in section
+
+
+def _evaluation_report() -> dict:
+    """A two-class report in the job's schema (the fields the contract's table reads)."""
+    def task(ap):
+        best = {"score_threshold": 0.31, "precision": 0.5, "recall": 0.6}
+        return {"per_class": [dict(AP=ap, AP50=0.5, instances=7, best_f1=best),
+                              dict(AP=None, AP50=None, instances=0, best_f1=best)],
+                "best_f1_all_classes": best,
+                "confusion": {"score_threshold": 0.3, "iou": 0.5, "most_confused": [
+                    {"ground_truth": "circle", "predicted": "square", "count": 3,
+                     "share": 0.25}]}}
+    return {"step": 1200, "images": 50, "evaluator": "faster-coco-eval 1.8.0",
+            "categories": [{"id": 1, "source_id": 1, "name": "circle"},
+                           {"id": 2, "source_id": 2, "name": "square"}],
+            "tasks": {"segm": task(0.4321), "bbox": task(0.3456)}}
+
+
+def test_the_demos_repeated_runs_show_their_spread_and_its_report_becomes_the_docs_example(
+        tmp_path):
+    """make bench runs the demo 3 times: each run's final AP, their mean and range on the page;
+    the first run's evaluation report replaces docs/evaluation.md's example, between its markers
+    and nowhere else."""
+    sys.path.insert(0, os.path.join(REPO, "benchmarks"))
+    import report
+
+    demo = _fixture()["demo_accuracy"]
+    runs = [{"final": {"eval/segm_AP": ap, "eval/bbox_AP": ap + 0.01},
+             "local_run_seconds": 1320.0} for ap in (0.148, 0.223, 0.167)]
+    demo.update(runs=runs, evaluation_report=_evaluation_report(),
+                spread={"eval/segm_AP": {"mean": 0.1793, "stdev": 0.039, "min": 0.148,
+                                         "max": 0.223}})
+    results = tmp_path / "results"
+    results.mkdir()
+    _write(results, {"demo_accuracy": demo})
+    doc = tmp_path / "evaluation.md"
+    doc.write_text(f"# before\n{report.EXAMPLE_BEGIN}\nold example 0.223\n{report.EXAMPLE_END}\n"
+                   "after\n")
+    done = subprocess.run([sys.executable, REPORT, str(results), "--out",
+                           str(tmp_path / "b.md"), "--evaluation-doc", str(doc)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "b.md").read_text()
+    assert "| 2 | 0.223 | – | 0.233 | – | 22.0 |" in page
+    assert "| mean | 0.179 | – | – | – | – |" in page
+    assert "| least | 0.148 | – | – | – | – |" in page and "| greatest | 0.223 |" in page
+    text = doc.read_text()
+    assert text.startswith("# before\n") and text.endswith(f"{report.EXAMPLE_END}\nafter\n")
+    assert "old example" not in text
+    assert "`make bench` of 2026-01-02" in text and "1200 steps" in text
+    assert "circle     7    0.432  0.500    0.346" in text and "circle as square 3 (25%)" in text
+
+    doc.write_text("no markers\n")
+    refused = subprocess.run([sys.executable, REPORT, str(results), "--out",
+                              str(tmp_path / "b.md"), "--evaluation-doc", str(doc)],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "expected one" in refused.stderr
+    assert doc.read_text() == "no markers\n"

@@ -87,3 +87,88 @@ def test_metric_regexes_read_the_printed_lines():
     with pytest.raises(KeyError, match="undeclared metric"):
         metrics.format_line("eval/typo", 1.0)
 
+
+
+@pytest.mark.parametrize("distribution", ["multi_worker_mirrored", "parameter_server"])
+def test_fp16_allreduce_without_horovod_is_refused_not_ignored(distribution):
+    """Only Horovod's allreduce compresses: under the strategies the job ignored it without a
+    word. check_distribution (the job at start, the launcher before it sends) refuses it."""
+    hps = hyperparameters.parse({"distribution": distribution, "fp16_allreduce": "true"})
+    with pytest.raises(HyperparameterError) as error:
+        hyperparameters.check_distribution(hps)
+    assert (f"fp16_allreduce=true compresses Horovod's allreduce; distribution={distribution} "
+            "has none to compress") in str(error.value)
+    assert "remove it, or choose distribution=horovod" in str(error.value)
+    hyperparameters.check_distribution(hyperparameters.parse({"fp16_allreduce": "true"}))
+
+
+# The fine-tune recipe training_code/README.md gave: warmup_steps=500 "for a few hundred images".
+RECIPE = {"epochs": "8", "lr_decay_epochs": "7", "warmup_steps": "500"}
+
+
+def test_a_warmup_longer_than_a_run_of_epochs_is_refused_naming_the_runs_length():
+    hps = hyperparameters.parse(RECIPE)
+    length = hyperparameters.run_length(hps, num_train_images=300, num_replicas=16)
+    assert (length.global_batch, length.steps_per_epoch, length.total_steps) == (32, 10, 80)
+    problem, = hyperparameters.run_length_problems(hps, length)
+    assert problem == (
+        "hyperparameter warmup_steps=500: this run is 80 steps (epochs=8 x 10 steps per epoch, "
+        "for 300 training images in global batches of 32: images_per_gpu=2 x 16 replicas), so "
+        "it would end still warming up and never train at its peak learning rate; allowed: "
+        "warmup_steps from 0 to 79 for this run, or a longer one (at least epochs=51 for this "
+        "warmup)")
+    with pytest.raises(HyperparameterError, match="warmup_steps=500: this run is 80 steps"):
+        hyperparameters.check_run_length(hps, length)
+    # The limits it names are the limits: 79 passes, 80 (the whole run) does not, and so do 51
+    # epochs with the 500 steps.
+    for warmup, refused in ((79, False), (80, True)):
+        hps = hyperparameters.parse(dict(RECIPE, warmup_steps=warmup))
+        assert bool(hyperparameters.run_length_problems(hps, length)) is refused
+    hps = hyperparameters.parse(dict(RECIPE, epochs="51"))
+    assert hyperparameters.check_run_length(hps, hyperparameters.run_length(hps, 300, 16)) == []
+
+
+def test_max_steps_cuts_the_warmup_loudly_with_the_value_used():
+    """A run cut short on purpose (max_steps) keeps the full run's warmup, cut to its length: not
+    refused, printed with the value used (run_length_problems says why)."""
+    hps = hyperparameters.parse({"max_steps": "20"})
+    length = hyperparameters.run_length(hps, num_train_images=16, num_replicas=2)
+    assert hyperparameters.run_length_problems(hps, length) == []
+    assert hyperparameters.check_run_length(hps, length) == [
+        "warning: warmup_steps=500 is longer than this run (max_steps=20): the learning rate "
+        "warms up over all 20 steps instead (warmup_steps=20) and reaches its peak only at the "
+        "last step"]
+    assert hyperparameters.warmup_steps_used(hps, length) == 20
+    hps = hyperparameters.parse({"max_steps": "20", "warmup_steps": "20"})
+    assert hyperparameters.check_run_length(hps, length) == []
+
+
+def test_an_evaluation_period_under_one_step_is_refused_not_rounded_to_the_end():
+    hps = hyperparameters.parse({"eval_every_epochs": "0.01", "warmup_steps": "0"})
+    length = hyperparameters.run_length(hps, num_train_images=800, num_replicas=16)
+    problem, = hyperparameters.run_length_problems(hps, length)
+    assert problem.startswith("hyperparameter eval_every_epochs=0.01: this run is 300 steps "
+                              "(epochs=12 x 25 steps per epoch")
+    assert problem.endswith("so that is every 0.25 steps, less than one, and the job would "
+                            "evaluate only at the end; allowed: 0 (only at the end) or at "
+                            "least 0.04 (one step)")
+    for period, steps in (("0", 0), ("0.04", 1), ("1", 25)):
+        hps = hyperparameters.parse({"eval_every_epochs": period, "warmup_steps": "0"})
+        assert hyperparameters.run_length_problems(hps, length) == []
+        assert hyperparameters.eval_every_steps(hps, length) == steps
+
+
+def test_same_classes_is_the_names_and_annotation_ids_in_order():
+    run = {"categories": [{"id": 1, "name": "bolt", "source_id": 3},
+                          {"id": 2, "name": "nut", "source_id": 17}]}
+    same = hyperparameters.same_classes
+    assert same(run, [{"id": 1, "name": "bolt", "source_id": 3},
+                      {"id": 2, "name": "nut", "source_id": 17}])
+    assert not same(run, [{"id": 1, "name": "nut", "source_id": 17},
+                          {"id": 2, "name": "bolt", "source_id": 3}])  # the ids follow the order
+    assert not same(run, [{"id": 1, "name": "bolt", "source_id": 4},
+                          {"id": 2, "name": "nut", "source_id": 17}])
+    # A dataset staged before the ids were numbered: its ids are the annotation file's.
+    assert same(run, [{"id": 3, "name": "bolt"}, {"id": 17, "name": "nut"}])
+    # A run that recorded no classes shares none (the launcher read it as [], the job failed).
+    assert not same({}, []) and not same({"categories": []}, [])

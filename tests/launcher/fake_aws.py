@@ -81,10 +81,12 @@ INVOCATION_ANSWER = {
 }
 
 # What the fake staging job writes as a dataset's dataset_info.json (data/layout.py's DatasetInfo).
+# Enough training images for the default schedule (12 epochs, warmup_steps=500) on the launches'
+# 2 x 8 GPUs: the launcher refuses a warmup longer than the run (plan.run_length_notes).
 STAGED_INFO = {"num_classes": 3, "categories": [{"id": 1, "name": "bolt", "source_id": 3},
                                                 {"id": 2, "name": "nut", "source_id": 17}],
-               "splits": {"train": {"num_images": 8, "num_instances": 20, "shards": []},
-                          "val": {"num_images": 2, "num_instances": 5, "shards": []}}}
+               "splits": {"train": {"num_images": 4000, "num_instances": 9000, "shards": []},
+                          "val": {"num_images": 500, "num_instances": 1100, "shards": []}}}
 
 # What the fake training job prints: real metric lines, formatted by the job's own module.
 TRAINING_LOG = [

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from maskrcnn_contract import job_io
+from maskrcnn_contract import job_io, labeling
 from maskrcnn_launcher import data_prep, jobs
 from maskrcnn_launcher.options import LaunchRequestError
 
-from tests.launcher.conftest import BUCKET, FSX_MOUNT_NAME
+from tests.launcher.conftest import BUCKET, FSX_MOUNT_NAME, shared_boto_session
 from tests.launcher.fake_aws import STAGED_INFO
 from tests.launcher.test_cli import cli
 from tests.launcher.test_validation import sent
@@ -115,7 +115,8 @@ def test_from_an_export_on_disk_to_a_launch_from_the_command_line(fake_aws, tmp_
     assert fake_aws.requests_since(before) == []
 
     result = cli(fake_aws, "stage-dataset", "--dataset", "gears", "--val-fraction", "0.25",
-                 "--split-seed", "7", "--crowd-as-instances", "--no-backbone", "--wait")
+                 "--split-seed", "7", "--crowd-as-instances", "--boxes-without-mask", "leave_out",
+                 "--no-backbone", "--wait")
     assert result.returncode == 0, result.stderr
     staging, = fake_aws.requests_since(before)
     hps = staging["HyperParameters"]
@@ -124,12 +125,13 @@ def test_from_an_export_on_disk_to_a_launch_from_the_command_line(fake_aws, tmp_
     assert hps[job_io.STAGING_IMPORT_S3_URI] == f"s3://{BUCKET}/imports/gears/"
     assert (hps[job_io.STAGING_VAL_FRACTION], hps[job_io.STAGING_SPLIT_SEED],
             hps[job_io.STAGING_CROWD_AS_INSTANCES]) == ("0.25", "7", "true")
+    assert hps[labeling.BOXES_WITHOUT_MASK] == labeling.LEAVE_OUT
     assert job_io.STAGING_PRETRAINED_S3_URI not in hps  # --no-backbone
     assert staging["TrainingJobName"].startswith("maskrcnn-test-stage-gears-")
 
     listed = {d["dataset"]: d for d in json.loads(cli(fake_aws, "datasets").stdout)}
     assert listed["gears"] == {"dataset": "gears", "staged": True, "export_uploaded": True,
-                               "classes": ["bolt", "nut"], "images": {"train": 8, "val": 2}}
+                               "classes": ["bolt", "nut"], "images": {"train": 4000, "val": 500}}
     before = len(fake_aws.requests_since(0))
     launch = cli(fake_aws, "launch", "--data-source", "efs", "--dataset", "gears")
     assert launch.returncode == 0, launch.stderr
@@ -164,7 +166,8 @@ def test_prepare_data_uploads_an_export_and_stages_it_by_name(fake_aws, tmp_path
     before = len(fake_aws.requests_since(0))
     output = execute("prepare-data.ipynb", {"DATASET": "welds", "EXPORT": str(export),
                                             "VAL_FRACTION": 0.3, "SPLIT_SEED": 5,
-                                            "CROWD_AS_INSTANCES": True})
+                                            "CROWD_AS_INSTANCES": True,
+                                            "BOXES_WITHOUT_MASK": "box_as_mask"})
     assert f"uploaded 2 file(s) to s3://{BUCKET}/imports/welds/" in output
     staging, = fake_aws.requests_since(before)
     hps = staging["HyperParameters"]
@@ -172,4 +175,22 @@ def test_prepare_data_uploads_an_export_and_stages_it_by_name(fake_aws, tmp_path
         "welds", f"s3://{BUCKET}/imports/welds/")
     assert (hps[job_io.STAGING_VAL_FRACTION], hps[job_io.STAGING_SPLIT_SEED],
             hps[job_io.STAGING_CROWD_AS_INSTANCES]) == ("0.3", "5", "true")
+    assert hps[labeling.BOXES_WITHOUT_MASK] == labeling.BOX_AS_MASK
     assert staging["TrainingJobName"].startswith("maskrcnn-test-stage-welds-")
+
+
+def test_a_bad_boxes_without_mask_is_refused_by_name_before_anything_is_sent(fake_aws,
+                                                                             deployment):
+    """The CLI exits 2 naming the option and its values; the function raises naming them."""
+    before = len(fake_aws.requests_since(0))
+    result = cli(fake_aws, "stage-dataset", "--dataset", "gears", "--boxes-without-mask", "drop")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "--boxes-without-mask: invalid choice: 'drop'" in result.stderr
+    assert "refuse" in result.stderr and "leave_out" in result.stderr \
+        and "box_as_mask" in result.stderr
+    with pytest.raises(LaunchRequestError,
+                       match=r"boxes_without_mask='drop': expected one of refuse, leave_out, "
+                             "box_as_mask"):
+        jobs.staging_job(deployment, shared_boto_session(), dataset="gears",
+                         boxes_without_mask="drop")
+    assert fake_aws.requests_since(before) == []

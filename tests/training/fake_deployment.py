@@ -43,13 +43,19 @@ class FakeDeployment:
                 aws_secret_access_key="testing", aws_session_token="testing")
         return self._clients[service]
 
+    def environment(self) -> Dict[str, str]:
+        """What points an AWS SDK at this server (and the launcher at the deployment's SSM path):
+        for the launcher in this process, or its CLI in a subprocess."""
+        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_DEFAULT_REGION": REGION,
+                "AWS_REGION": REGION, "AWS_CONFIG_FILE": "/dev/null",
+                "AWS_SHARED_CREDENTIALS_FILE": "/dev/null", "MASKRCNN_SSM_PATH": SSM_PATH,
+                **CREDENTIALS}
+
     @contextlib.contextmanager
     def _environment(self) -> Iterator[None]:
         """The launcher's SDK session pointed at this server, the process environment restored
         afterwards (the launcher tests' server may be the one it names otherwise)."""
-        values = {"AWS_ENDPOINT_URL": self.endpoint, "AWS_DEFAULT_REGION": REGION,
-                  "AWS_REGION": REGION, "AWS_CONFIG_FILE": "/dev/null",
-                  "AWS_SHARED_CREDENTIALS_FILE": "/dev/null", **CREDENTIALS}
+        values = self.environment()
         saved = {name: os.environ.get(name) for name in values}
         os.environ.update(values)
         try:

@@ -7,13 +7,16 @@ evaluation under <SM_OUTPUT_DATA_DIR>/evaluation/step-<N>/, the final one beside
 prints, and predict --annotations' report of its images, whose per-class figures are held to
 pycocotools' COCOeval restricted to each class on the model's own detections. Its own run (~3 min
 here): test_job.py's end-to-end run on 2 emulated hosts writes the same report through the same
-code, on the chief.
+code, on the chief. The run is started through benchmarks/demo_accuracy.py, and the other
+benchmark scripts of `make bench` run their --smoke paths beside it, rendered by report.py: a
+broken benchmark fails here, not first in `make bench`.
 """
 
 import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -30,14 +33,27 @@ RUN = ["--ranks", "1", "--train-images", "16", "--val-images", "8", "--image-siz
        "--hp", "base_learning_rate=0.01", "--draw", "2"]
 
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BENCH = os.path.join(REPO, "benchmarks")
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
+    """The run, started as `make bench` starts the demo's (benchmarks/demo_accuracy.py, once,
+    with this run's arguments): its smoke run too."""
     work = tmp_path_factory.mktemp("evaluation-run")
-    command = [sys.executable, "-m", "maskrcnn_local.local_run", "--work-dir", str(work), *RUN,
+    results = work / "bench-results"
+    command = [sys.executable, os.path.join(BENCH, "demo_accuracy.py"), "--repeats", "1",
+               "--work-dir", str(work), "--results-dir", str(results), "--", *RUN,
                "--timeout", "870"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-3000:]
-    return {"work": work, "stdout": done.stdout, "opt_ml": work / "opt_ml"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=960)
+    log, errors = work / "local_run.log", work / "local_run.stderr.log"
+    assert done.returncode == 0, (done.stdout[-3000:] + done.stderr[-3000:]
+                                  + (log.read_text()[-5000:] if log.exists() else "")
+                                  + (errors.read_text()[-3000:] if errors.exists() else ""))
+    # What local_run printed on stdout (demo_accuracy.py keeps it in local_run.log).
+    return {"work": work, "stdout": log.read_text(), "opt_ml": work / "opt_ml",
+            "results": results}
 
 
 def test_each_evaluation_writes_its_report_and_the_last_lies_beside_the_model(run):
@@ -127,3 +143,36 @@ def test_predict_with_annotations_reports_its_images_as_cocoeval_per_class(run):
             expected = None if alone.stats[0] == -1 else alone.stats[0]
             assert row["AP"] == pytest.approx(expected, abs=1e-12), (task, row["name"])
     assert re.search(r"^most confused", "\n".join(report.table(found)), re.M)
+
+
+def test_every_benchmark_script_runs_its_path_and_the_report_renders_them(run, tmp_path):
+    """`make bench`'s chain on tiny inputs (figures that mean nothing): demo_accuracy.py (the
+    run above), coco_eval_speed.py, cpu_scaling.py (one one-host run; its emulated-host runs are
+    the path test_job.py and test_strategies.py play), converter_speed.py, then report.py, with
+    docs/evaluation.md's example rewritten in a copy."""
+    results = run["results"]
+
+    def script(name, *args):
+        done = subprocess.run([sys.executable, os.path.join(BENCH, name), *args], cwd=REPO,
+                              capture_output=True, text=True, timeout=600,
+                              env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+        assert done.returncode == 0, f"{name}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+
+    script("coco_eval_speed.py", "--smoke", "--results-dir", str(results))
+    if os.geteuid() == 0:  # cpu_scaling.py is root only (its emulated hosts)
+        script("cpu_scaling.py", "--smoke", "--runs", "horovod-1x1", "--budget", "0",
+               "--work-dir", str(tmp_path / "cpu"), "--results-dir", str(results))
+    script("converter_speed.py", "--smoke", "--results-dir", str(results))
+    demo = json.loads((results / "demo_accuracy.json").read_text())
+    assert demo["smoke"] and len(demo["runs"]) == 1
+    assert demo["evaluation_report"] == report.read(str(run["opt_ml"] / "model" /
+                                                        report.MODEL_REPORT_DIR))
+    doc = tmp_path / "evaluation.md"
+    shutil.copy(os.path.join(REPO, "docs", "evaluation.md"), doc)
+    page = tmp_path / "benchmarks.md"
+    script("report.py", str(results), "--out", str(page), "--evaluation-doc", str(doc))
+    text = page.read_text()
+    sections = 4 if os.geteuid() == 0 else 3
+    assert text.count("Smoke run: it only checked that the path works") == sections
+    assert "a smoke run: its figures mean nothing" in doc.read_text()
+    assert ("4 steps" in doc.read_text()) and "circle" in doc.read_text()

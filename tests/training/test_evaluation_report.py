@@ -14,6 +14,7 @@ import contextlib
 import copy
 import io
 import json
+import os
 
 import numpy as np
 import pytest
@@ -22,6 +23,7 @@ from PIL import Image
 from maskrcnn_job.evaluation import coco as coco_evaluation
 from maskrcnn_job.evaluation import report
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STATS = ("AP", "AP50", "AP75", "APs", "APm", "APl")
 EVALUATORS = [coco_evaluation.PYCOCOTOOLS] + (
     [coco_evaluation.FASTER_COCO_EVAL] if coco_evaluation.installed(coco_evaluation.FASTER_COCO_EVAL)
@@ -311,6 +313,80 @@ def test_the_report_is_written_read_back_and_its_pictures_are_images(demo_like, 
     with pytest.raises(ValueError, match="schema"):
         (tmp_path / "other.json").write_text(json.dumps({"schema": "other"}))
         report.read(str(tmp_path / "other.json"))
+
+
+# The training toolkit's failure scan (sagemaker-training's process.watch, in .venv-dlc as in the
+# image) over the log lines on stdin: what it quotes into a failed job's FailureReason.
+TOOLKIT_FAILURE_SCAN = r"""
+import asyncio, contextlib, io, json, sys
+from sagemaker_training import process
+
+class Stream:
+    def __init__(self, data):
+        self.data = data
+    async def read(self, size):
+        chunk, self.data = self.data[:size], self.data[size:]
+        return chunk
+
+with contextlib.redirect_stdout(io.StringIO()):
+    quoted = asyncio.run(process.watch(Stream(sys.stdin.buffer.read()), 1))
+print(json.dumps(quoted))
+"""
+
+
+def test_a_report_that_cannot_be_written_is_one_warning_line_the_failure_scan_reads_past(
+        demo_like, tmp_path, monkeypatch):
+    """The report is secondary: when it cannot be written (here a full disk), rank 0 logs one
+    warning line with the cause and where it was raised, and no traceback; the evaluation's
+    metrics go on. A job that fails later has its own failure quoted by the toolkit's scan
+    (docs/aws-rules.md SM-9), not this warning."""
+    import logging
+    import subprocess
+
+    from maskrcnn_job.training import evaluation
+
+    gt, detections = demo_like
+    evaluations = _evaluate(gt, detections)
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(report, "write", full_disk)
+    # The report's part of the Evaluator alone (no model, no ranks).
+    evaluator = object.__new__(evaluation.Evaluator)
+    evaluator._categories, evaluator._source_ids = gt["categories"], None  # noqa: SLF001
+    evaluator._report_root, evaluator._coco_gt = str(tmp_path), _coco(gt)  # noqa: SLF001
+    evaluator.last_report = {"report": {}, "files": {}}
+    logged = io.StringIO()
+    handler = logging.StreamHandler(logged)
+    # job.py's format on rank 0.
+    handler.setFormatter(logging.Formatter(
+        "%(asctime)s rank 0 %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger(evaluation.__name__)
+    logger.addHandler(handler)
+    try:
+        assert evaluator._write_report(  # noqa: SLF001
+            evaluations, 8, coco_evaluation.PYCOCOTOOLS, {"inference_s": 1.0}) == {}
+    finally:
+        logger.removeHandler(handler)
+    assert evaluator.last_report is None  # nothing to copy beside the model
+    # A failure after it: the toolkit's scan quotes from the job's own failure line.
+    failure = ("Exception in the training job, rank 0 on algo-1: RuntimeError: the real cause\n"
+               "Traceback (most recent call last):\n")
+    scanned = subprocess.run(
+        [os.path.join(REPO, ".venv-dlc", "bin", "python"), "-c", TOOLKIT_FAILURE_SCAN],
+        input=(logged.getvalue() + failure).encode(), capture_output=True, timeout=120)
+    assert scanned.returncode == 0, scanned.stderr.decode()[-2000:]
+    quoted = json.loads(scanned.stdout)
+    assert quoted.startswith(failure.splitlines()[0]), \
+        f"the failure scan quotes the report's warning, not the job's failure: {quoted[:400]!r}"
+    lines = logged.getvalue().splitlines()
+    assert len(lines) == 1, f"more than the warning line: {lines[:4]}"
+    here = os.path.basename(__file__)
+    assert lines[0].split(" rank 0 ", 1)[1] == (
+        "WARNING maskrcnn_job.training.evaluation: evaluation report of step 8 not written, "
+        "training goes on without it: OS error: [Errno 28] No space left on device at "
+        f"{here}:{full_disk.__code__.co_firstlineno + 1}")
 
 
 def test_the_metric_lines_fit_sagemakers_limit():

@@ -18,10 +18,13 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 
 import pytest
+from maskrcnn_contract.evaluation_report import MODEL_REPORT_DIR, REPORT_FILE
 
+from maskrcnn_local import sagemaker_job
 from tests.training import playback
 from tests.training.playback import TINY
 
@@ -150,6 +153,20 @@ def runs(tmp_path_factory, launcher_deployment):
             str(_opt_ml(work, "algo-1") / "output" / "tensorboard" / "*")),
     }
     assert first.played.succeeded, first.stdout[-5000:]
+    # The model.tar.gz as uploaded, and the evaluation report in it, copied out.
+    archive = work / "uploaded" / "model.tar.gz"
+    archive.parent.mkdir()
+    launcher_deployment.client("s3").download_file(
+        launcher_deployment.bucket, sagemaker_job.model_s3_uri(first.request).split("/", 3)[3],
+        str(archive))
+    with tarfile.open(archive) as tar:
+        snapshot["archive members"] = [m.name[2:] if m.name.startswith("./") else m.name
+                                       for m in tar.getmembers() if m.isfile()]
+        for member in tar.getmembers():
+            if member.isfile() and os.path.dirname(member.name).endswith(MODEL_REPORT_DIR):
+                (archive.parent / os.path.basename(member.name)).write_bytes(
+                    tar.extractfile(member).read())
+    snapshot["archive"], snapshot["report"] = archive, archive.parent / REPORT_FILE
     # Before the resume below truncates ckpt-20.
     snapshot["weights"] = _exported_and_checkpointed(
         first.played.model_dir, _opt_ml(work, "algo-1") / "checkpoints", 20, 10)
@@ -400,6 +417,53 @@ def test_predict_reads_the_model_tar_gz_sagemaker_uploads(runs, tmp_path):
     assert isinstance(json.loads((out / predict.RESULTS_FILE).read_text()), list)
     with pytest.raises(SystemExit):  # a bad argument: argparse's error, exit status 2
         predict.main([str(archive), image, "--out", str(out), "--compare", "1"])
+
+
+def test_the_uploaded_model_holds_the_final_evaluations_report(runs):
+    """The model.tar.gz SageMaker uploads holds, beside the SavedModel and the endpoint's code,
+    the final evaluation's report (code/evaluation/report.json: step 20, the 8 val images) and
+    every picture it names (docs/evaluation.md)."""
+    from maskrcnn_contract import evaluation_report
+
+    members = runs["snapshot"]["archive members"]
+    assert "1/saved_model.pb" in members and "code/inference.py" in members
+    assert f"{MODEL_REPORT_DIR}/{REPORT_FILE}" in members, sorted(members)
+    report = evaluation_report.read(str(runs["snapshot"]["report"]))
+    assert (report["step"], report["images"]) == (20, 8)
+    assert {f"{MODEL_REPORT_DIR}/{name}" for name in
+            evaluation_report.picture_names(report).values()} <= set(members)
+    assert f"evaluation report beside the model: /opt/ml/model/{MODEL_REPORT_DIR}" \
+        in runs["first"].stdout
+
+
+def test_the_report_cli_prints_the_played_jobs_report(runs, tmp_path):
+    """`python -m maskrcnn_launcher report <job>` on the played job, Completed in the fake
+    deployment with the model.tar.gz the run uploaded: the report.json it writes is the one in
+    the archive, byte for byte, and it prints its table and pictures."""
+    from maskrcnn_contract import evaluation_report
+
+    fake, request, snapshot = runs["fake"], runs["first"].request, runs["snapshot"]
+    job = request["TrainingJobName"]
+    # The played request itself, sent: moto's jobs end Completed when created, and the fake
+    # deployment's job writes a model of its own, replaced by the one the run uploaded.
+    fake.client("sagemaker").create_training_job(**request)
+    fake.client("s3").upload_file(str(snapshot["archive"]), fake.bucket,
+                                  sagemaker_job.model_s3_uri(request).split("/", 3)[3])
+    out = tmp_path / "report"
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    result = subprocess.run([sys.executable, "-m", "maskrcnn_launcher", "report", job, "--out",
+                             str(out)], cwd=os.path.join(REPO, "notebooks"), capture_output=True,
+                            text=True, timeout=120, env=dict(environment, **fake.environment()))
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert (out / REPORT_FILE).read_bytes() == snapshot["report"].read_bytes()
+    report = evaluation_report.read(str(out))
+    lines = result.stdout.splitlines()
+    assert lines[0] == (f"evaluation report of {job} (step 20, 8 images, {report['detections']} "
+                        f"detections, {report['evaluator']}): {out / REPORT_FILE}")
+    pictures = evaluation_report.picture_names(report)
+    assert lines[1:] == evaluation_report.table(report) + [
+        f"{kind}: {out / name}" for kind, name in pictures.items()]
+    assert sorted(os.listdir(out)) == sorted([REPORT_FILE] + list(pictures.values()))
 
 
 def test_failing_rank_fails_the_job_fast_with_its_cause(tmp_path):

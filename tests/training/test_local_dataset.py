@@ -31,7 +31,7 @@ def test_a_bad_dataset_is_refused_with_exit_status_2_naming_it(tmp_path, capsys)
     assert "--dataset" in capsys.readouterr().err
     (tmp_path / "export").mkdir()
     args = argparse.Namespace(dataset=str(tmp_path / "export"), val_fraction=0.2, split_seed=0,
-                              crowd_as_instances=False)
+                              crowd_as_instances=False, boxes_without_mask="refuse")
     with pytest.raises(SystemExit) as exited:
         local_run._prepare_dataset(args, str(tmp_path / "work"), str(tmp_path / "channel"))
     assert exited.value.code == 2

@@ -253,7 +253,10 @@ def test_the_staging_request_stages_coco_and_the_backbone_as_the_launcher_then_e
     assert {"datasets/coco2017/tfrecords/train-00000-of-00001.tfrecord",
             f"datasets/coco2017/{DATASET_COMPLETE_MARKER}"} <= set(staged)
     assert f"pretrained/resnet50/{PRETRAINED_COMPLETE_MARKER}" in fake.keys("pretrained/")
-    planned = plan.training_plan(deployment, LaunchOptions(data_source="s3"), s3)
+    # 12 staged images make a 12-step run on the default 2 x 8 GPUs: the default warmup of 500
+    # steps would be refused (the contract's run_length_problems), so a warmup that fits.
+    planned = plan.training_plan(deployment, LaunchOptions(
+        data_source="s3", hyperparameters={"warmup_steps": 5}), s3)
     assert [c.name for c in planned.channels] == ["train", "pretrained"]
     info = json.loads(s3.get_object(Bucket=fake.bucket, Key=staged[staged.index(
         f"datasets/coco2017/{DATASET_COMPLETE_MARKER}")])["Body"].read())

@@ -51,7 +51,7 @@ def test_an_uploaded_cvat_export_is_staged_as_its_dataset_and_then_skipped(s3, t
     assert uploaded[-1] == f"datasets/parts/{job_io.DATASET_COMPLETE_MARKER}"
     info = json.loads(s3.get_object(Bucket=BUCKET, Key=uploaded[-1])["Body"].read())
     assert info["name"] == "parts"
-    assert [c["source_id"] for c in info["categories"]] == [3, 17, 55, 1000]
+    assert [c["source_id"] for c in info["categories"]] == [1, 2, 3, 4]  # as CVAT numbers them
     assert info["splits"]["val"]["num_images"] == 2
     assert "datasets/parts/annotations/split.json" in _keys(s3, "datasets/parts/")
     # Staged: a re-run converts nothing.

@@ -30,6 +30,7 @@ def test_a_misspelled_staging_hyperparameter_fails_the_job_naming_the_known_ones
     assert result.returncode == 1
     failure = (tmp_path / "opt_ml" / "output" / "failure").read_text()
     assert "unknown arguments ['--backbone', 'resnet50']" in failure
-    assert ("backbones, crowd_as_instances, dataset, import_s3_uri, pretrained_s3_uri, s3_uri, "
-            "split_seed, strict, val_fraction, work_dir, workers") in failure
+    assert ("backbones, boxes_without_mask, crowd_as_instances, dataset, import_s3_uri, "
+            "pretrained_s3_uri, s3_uri, split_seed, strict, val_fraction, work_dir, "
+            "workers") in failure
     assert not (tmp_path / "work").exists()

@@ -168,7 +168,7 @@ def test_ground_truth_scores_ap_one_against_itself(hard_set, iou_type):
 def test_converter_validation_accepts_every_annotation(hard_set):
     out, splits = hard_set
     for split, dataset in splits.items():
-        kept, problems = coco_to_tfrecord.validate(dataset, os.path.join(out, f"{split}2017"))
+        kept, problems, _ = coco_to_tfrecord.validate(dataset, os.path.join(out, f"{split}2017"))
         assert problems == []
         assert sum(len(anns) for _, anns in kept) == len(dataset["annotations"])
 

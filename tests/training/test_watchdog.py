@@ -85,6 +85,38 @@ def test_progress_resets_the_clock_and_names_the_last_step():
     assert "(stall_timeout_slow_phases_minutes)" in dog.check()
 
 
+def test_a_slow_phase_longer_than_the_step_budget_is_said_on_leaving_it():
+    """The line that shows the slow phases' budget at work (test_stall.py reads it from a job):
+    the longest time without progress of a phase other than train, when above the step budget."""
+    import io
+
+    clock, said = Clock(), io.StringIO()
+    dog = _watchdog(clock, step_budget_s=15, stream=said)
+    dog.phase(stall.FIRST_STEP)
+    clock.advance(20)
+    dog.progress(1)
+    dog.phase(stall.TRAIN)
+    clock.advance(14)  # train: a longer step is a stall, never this line
+    dog.progress(2)
+    dog.phase(stall.EVALUATION)
+    for seconds in (3, 16.5, 2):  # the longest gap counts, not the phase's length
+        clock.advance(seconds)
+        dog.progress()
+    dog.phase(stall.CHECKPOINT)
+    clock.advance(14)  # within the step budget: nothing said
+    dog.phase(stall.TRAIN)
+    assert said.getvalue().splitlines() == [
+        "stall watchdog: rank 1 on algo-2: phase first step went 20.0 s without progress, more "
+        "than the step budget of 0.25 min, within its own budget of 10.0 min "
+        "(stall_timeout_slow_phases_minutes)",
+        "stall watchdog: rank 1 on algo-2: phase evaluation went 16.5 s without progress, more "
+        "than the step budget of 0.25 min, within its own budget of 10.0 min "
+        "(stall_timeout_slow_phases_minutes)"]
+    assert _watchdog(clock, step_budget_s=15, slow_budget_s=0).slow_phase_line(
+        stall.EVALUATION, 20).endswith("a phase not watched (stall_timeout_slow_phases_minutes=0)")
+    assert stall.Watchdog.off().slow_phase_line(stall.EVALUATION, 1e6) is None
+
+
 def test_zero_turns_it_off_and_a_zero_slow_budget_leaves_those_phases_unwatched():
     clock = Clock()
     off = _watchdog(clock, step_budget_s=0)

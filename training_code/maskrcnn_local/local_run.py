@@ -44,7 +44,7 @@ import sys
 import threading
 import time
 
-from maskrcnn_contract import hyperparameters, job_io, metrics
+from maskrcnn_contract import hyperparameters, job_io, labeling, metrics
 
 from maskrcnn_job import job  # pure Python until it runs the job
 from maskrcnn_job.data import layout
@@ -123,6 +123,11 @@ def parse_args(argv=None):
     parser.add_argument("--crowd-as-instances", action="store_true",
                         help="--dataset: train crowd annotations (iscrowd=1) as instances (CVAT "
                         "marks every mask so)")
+    parser.add_argument("--boxes-without-mask", choices=labeling.BOXES_WITHOUT_MASK_CHOICES,
+                        default=labeling.REFUSE,
+                        help="--dataset: annotations that are boxes without a mask (a rectangle "
+                        "tool's, \"segmentation\": []): refuse the export (default), "
+                        f"{labeling.LEAVE_OUT} (named in the notes), or {labeling.BOX_AS_MASK}")
     parser.add_argument("--difficulty", choices=("hard", "easy"), default="hard",
                         help="the synthetic set: hard (occlusion, crowds, textures, tiny objects, "
                              "6 look-alike classes) or easy (3 shapes that never overlap) (hard)")
@@ -228,7 +233,8 @@ def _convert_export(args, work_dir: str, channel: str) -> None:
     path = os.path.abspath(args.dataset)
     stamp = {"dataset": path, "modified": os.path.getmtime(path),
              "val_fraction": args.val_fraction, "split_seed": args.split_seed,
-             "crowd_as_instances": args.crowd_as_instances}
+             "crowd_as_instances": args.crowd_as_instances,
+             "boxes_without_mask": args.boxes_without_mask}
     stamp_file = os.path.join(channel, "export.json")
     if _already_converted(channel, stamp_file, stamp):
         return
@@ -238,7 +244,7 @@ def _convert_export(args, work_dir: str, channel: str) -> None:
         coco_to_tfrecord.convert_export(
             path, channel, name=os.path.basename(path.rstrip("/")), val_fraction=args.val_fraction,
             seed=args.split_seed, crowd_as_instances=args.crowd_as_instances, workers=1,
-            work_dir=os.path.join(work_dir, "export"))
+            work_dir=os.path.join(work_dir, "export"), boxes_without_mask=args.boxes_without_mask)
     except coco_to_tfrecord.ConversionError as error:
         print(f"error: --dataset {args.dataset}: {error}", file=sys.stderr)
         raise SystemExit(2) from None

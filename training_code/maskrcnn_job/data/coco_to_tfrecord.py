@@ -10,6 +10,11 @@ the feature keys of data/layout.py): PNG instance masks, normalized boxes, and `
 the COCO image id, which the evaluation maps back to the annotation file. Category ids become
 1..K in the order of the original ids (the model has K + 1 outputs, not the largest id + 1: a
 tool's ids may be sparse or start anywhere); dataset_info.json keeps each original as `source_id`.
+The val annotations the evaluation reads number their annotations 1..N too, each with the
+export's own id as `source_id`: Label Studio numbers them from 0, and COCOeval takes a matched
+ground-truth id of 0 for "matched nothing" (pycocotools cocoeval.py, COCOeval.evaluateImg stores
+the matched gt['id'] in dtMatches, COCOeval.accumulate counts a detection as true positive where
+that is non-zero; faster-coco-eval the same), which scores perfect detections below AP 1.
 
 Labeling tools' traps (docs/staging.md): CVAT writes every mask as a crowd (iscrowd=1, RLE;
 cvat-ai/cvat#7030), which Model Garden's parser leaves out of training, so a split whose every
@@ -17,7 +22,9 @@ annotation is a crowd is refused unless `crowd_as_instances` trains crowds as in
 annotate images as displayed, after their EXIF orientation (cvat-ai/cvat#1059, Label Studio
 HumanSignal/label-studio#6608) while TensorFlow decodes the stored pixels: an image with an EXIF
 orientation is turned upright (Pillow's ImageOps.exif_transpose) and re-encoded, so pixels and
-annotations agree.
+annotations agree. Both tools export a box drawn with the rectangle tool with `"segmentation": []`
+(maskrcnn_contract/labeling.py): such an export is refused unless `boxes_without_mask` says to
+leave them out (counted and named in the notes) or to train each with its box filled as its mask.
 Invalid input fails with counts per problem and examples, or with --skip-invalid is dropped and
 reported: annotations are checked before anything is written, and every image is decoded once
 in the worker processes (a truncated or corrupt file, a size other than the annotation file's,
@@ -48,6 +55,10 @@ from PIL import Image, ImageOps
 from pycocotools import mask as mask_api
 from tqdm import tqdm
 
+from maskrcnn_contract.labeling import (BOX_AS_MASK, BOXES_WITHOUT_MASK,
+                                        BOXES_WITHOUT_MASK_CHOICES, LEAVE_OUT, REFUSE,
+                                        check_boxes_without_mask)
+
 from maskrcnn_job.data import exports, layout, tf_records
 
 DEFAULT_SHARD_MB = 150
@@ -77,6 +88,9 @@ class SplitResult:
     crowds: int = 0                  # crowd annotations (trained as instances when asked)
     without_annotations: int = 0     # images kept with no instance (background only)
     per_category: Dict[int, int] = dataclasses.field(default_factory=dict)  # source id -> count
+    # Boxes without a mask (boxes_without_mask): left out (each named), or filled (counted).
+    boxes_left_out: List[Problem] = dataclasses.field(default_factory=list)
+    boxes_as_masks: int = 0
 
 
 def contiguous_ids(categories: List[Dict]) -> Dict[int, int]:
@@ -87,12 +101,20 @@ def contiguous_ids(categories: List[Dict]) -> Dict[int, int]:
     return {source: index for index, source in enumerate(sorted(ids), start=1)}
 
 
-def renumbered(dataset: Dict, ids: Dict[int, int], crowd_as_instances: bool = False) -> Dict:
+def renumbered(dataset: Dict, ids: Dict[int, int], crowd_as_instances: bool = False,
+               boxes_without_mask: str = REFUSE) -> Dict:
     """The COCO dict with the contiguous category ids (and crowds made instances when asked), as
-    the channel's val annotations: COCOeval then compares with the records' labels."""
+    the channel's val annotations: COCOeval then compares with the records' labels. Annotations
+    are numbered 1..N, each keeping the export's id as `source_id` (an id of 0 would count as
+    "matched nothing" in COCOeval); boxes without a mask are left out or filled as the records."""
     annotations = []
     for ann in dataset.get("annotations") or []:
-        ann = dict(ann, category_id=ids.get(ann.get("category_id"), ann.get("category_id")))
+        if _box_only(ann):
+            if boxes_without_mask != BOX_AS_MASK:
+                continue  # left out (a split that holds any is refused under REFUSE)
+            ann = _filled(ann)
+        ann = dict(ann, category_id=ids.get(ann.get("category_id"), ann.get("category_id")),
+                   id=len(annotations) + 1, source_id=ann.get("id"))
         if crowd_as_instances:
             ann["iscrowd"] = 0
         annotations.append(ann)
@@ -126,8 +148,29 @@ def _segmentation_rle(segmentation, height: int, width: int):
     raise ValueError("segmentation is neither polygons nor RLE")
 
 
-def _check_annotation(ann: Dict, image: Dict, category_ids) -> Optional[Tuple[str, str]]:
-    """Returns (problem, detail) when the annotation is invalid, else None."""
+BOX_WITHOUT_MASK = "box without a mask"
+
+
+def _box_only(ann: Dict) -> bool:
+    """A box drawn with a rectangle tool: no segmentation, or an empty list, as CVAT's (Datumaro's
+    coco exporter, _InstancesExporter.convert_instance) and Label Studio's COCO export
+    (label_studio_sdk Converter.convert_to_coco, `rectanglelabels`) write it."""
+    return ann.get("segmentation") in (None, [])
+
+
+def _filled(ann: Dict) -> Dict:
+    """The annotation with its box as its mask (a polygon on the box's corners); as it is when
+    its box is malformed (validate reports that)."""
+    bbox = ann.get("bbox")
+    if not (isinstance(bbox, list) and len(bbox) == 4
+            and all(isinstance(v, (int, float)) and math.isfinite(v) for v in bbox)):
+        return ann
+    x, y, w, h = bbox
+    return dict(ann, segmentation=[[x, y, x + w, y, x + w, y + h, x, y + h]])
+
+
+def _check_box(ann: Dict, image: Dict, category_ids) -> Optional[Tuple[str, str]]:
+    """Returns (problem, detail) when the annotation's category or box is invalid, else None."""
     if ann.get("category_id") not in category_ids:
         return "unknown category id", f"category_id {ann.get('category_id')!r}"
     bbox = ann.get("bbox")
@@ -140,6 +183,14 @@ def _check_annotation(ann: Dict, image: Dict, category_ids) -> Optional[Tuple[st
     # COCO has boxes that overshoot the border by a fraction of a pixel; more than 1 px is wrong.
     if x < -1 or y < -1 or x + w > image["width"] + 1 or y + h > image["height"] + 1:
         return "bbox outside image", f"bbox {bbox}, image {image['width']}x{image['height']}"
+    return None
+
+
+def _check_annotation(ann: Dict, image: Dict, category_ids) -> Optional[Tuple[str, str]]:
+    """Returns (problem, detail) when the annotation is invalid, else None."""
+    invalid = _check_box(ann, image, category_ids)
+    if invalid:
+        return invalid
     try:
         rle = _segmentation_rle(ann.get("segmentation"), image["height"], image["width"])
     except (ValueError, TypeError) as error:
@@ -149,11 +200,16 @@ def _check_annotation(ann: Dict, image: Dict, category_ids) -> Optional[Tuple[st
     return None
 
 
-def validate(dataset: Dict, image_dir: str) -> Tuple[List[Tuple[Dict, List[Dict]]], List[Problem]]:
+def validate(dataset: Dict, image_dir: str, boxes_without_mask: str = REFUSE
+             ) -> Tuple[List[Tuple[Dict, List[Dict]]], List[Problem], List[Problem]]:
     """Checks the whole split before anything is written.
 
-    Returns (image, valid annotations) pairs sorted by image id, and every problem found.
+    Returns (image, valid annotations) pairs sorted by image id, every problem found, and the
+    boxes without a mask (of a valid category and box); with `boxes_without_mask` BOX_AS_MASK
+    each of them is also among the valid annotations, its box filled as its mask.
     """
+    check_boxes_without_mask(boxes_without_mask)
+    boxes: List[Problem] = []
     problems: List[Problem] = []
     categories = dataset.get("categories") or []
     category_ids = {c["id"] for c in categories}
@@ -184,13 +240,19 @@ def validate(dataset: Dict, image_dir: str) -> Tuple[List[Tuple[Dict, List[Dict]
             continue
         valid = []
         for ann in sorted(by_image[image["id"]], key=lambda a: a["id"]):
+            if _box_only(ann) and not _check_box(ann, image, category_ids):
+                boxes.append(Problem(BOX_WITHOUT_MASK, image["id"], ann.get("id"),
+                                     image["file_name"]))
+                if boxes_without_mask != BOX_AS_MASK:
+                    continue
+                ann = _filled(ann)
             invalid = _check_annotation(ann, image, category_ids)
             if invalid:
                 problems.append(Problem(invalid[0], image["id"], ann.get("id"), invalid[1]))
             else:
                 valid.append(ann)
         kept.append((image, valid))
-    return kept, problems
+    return kept, problems, boxes
 
 
 _FORMATS = {"JPEG": "jpeg", "PNG": "png"}  # what Model Garden's decoder reads
@@ -350,19 +412,41 @@ def _refuse_all_crowds(annotation_file: str, items, crowd_as_instances: bool) ->
             f"{CROWD_OPTION}=true (--crowd-as-instances) to train them as instances")
 
 
+def _refuse_boxes(annotation_file: str, boxes: List[Problem], boxes_without_mask: str) -> None:
+    """Boxes without a mask are refused unless the user chose what to do with them: never left
+    out silently (Detectron2 drops them with a warning, detectron2/data/datasets/coco.py)."""
+    if not boxes or boxes_without_mask != REFUSE:
+        return
+    example = boxes[0]
+    raise ConversionError(
+        f"{annotation_file}: {len(boxes)} annotation(s) are boxes without a mask (drawn with the "
+        f"rectangle tool: \"segmentation\": [], e.g. annotation {example.annotation_id} of image "
+        f"{example.image_id}, {example.detail}). Mask R-CNN needs a mask per instance. Choose: "
+        f"{BOXES_WITHOUT_MASK}={LEAVE_OUT} (--boxes-without-mask {LEAVE_OUT}) leaves them out of "
+        "training and evaluation, counted and named in the dataset's notes; "
+        f"{BOXES_WITHOUT_MASK}={BOX_AS_MASK} (--boxes-without-mask {BOX_AS_MASK}) trains each "
+        "with its box filled as its mask")
+
+
 def convert_split(annotation_file: str, image_dir: str, tfrecord_dir: str, split: str,
                   shard_mb: float = DEFAULT_SHARD_MB, skip_invalid: bool = False,
                   workers: int = 1, progress: bool = True, dataset: Optional[Dict] = None,
-                  crowd_as_instances: bool = False) -> SplitResult:
+                  crowd_as_instances: bool = False,
+                  boxes_without_mask: str = REFUSE) -> SplitResult:
     """Writes <tfrecord_dir>/<split>-NNNNN-of-MMMMM.tfrecord; returns what was written.
     `dataset`: the annotations already read (and named by `annotation_file`), else read from it.
     `crowd_as_instances`: crowd annotations are trained as instances (else a split of crowds only
-    is refused)."""
+    is refused). `boxes_without_mask` (maskrcnn_contract.labeling): REFUSE a split with boxes
+    without a mask, LEAVE_OUT them (listed in <split>-skipped.json), or train them BOX_AS_MASK."""
     if dataset is None:
         dataset = _load_annotations(annotation_file)
     if not os.path.isdir(image_dir):
         raise ConversionError(f"image directory {image_dir} does not exist")
-    items, problems = validate(dataset, image_dir)
+    items, problems, boxes = validate(dataset, image_dir, boxes_without_mask)
+    filled = len(boxes) if boxes_without_mask == BOX_AS_MASK else 0
+    if filled:
+        boxes = []  # trained, each with its box as its mask
+    _refuse_boxes(annotation_file, boxes, boxes_without_mask)
     _refuse_invalid(annotation_file, problems, skip_invalid, len(items), "fix the input")
     _refuse_all_crowds(annotation_file, items, crowd_as_instances)
     ids = contiguous_ids(dataset["categories"])
@@ -418,14 +502,15 @@ def convert_split(annotation_file: str, image_dir: str, tfrecord_dir: str, split
         final = os.path.join(tfrecord_dir, layout.shard_name(split, index, len(temp_paths)))
         os.replace(temp, final)
         shards.append(os.path.basename(final))
-    if problems:
-        _write_json(os.path.join(tfrecord_dir, layout.skipped_report_name(split)), {
-            "annotation_file": annotation_file,
-            "counts": collections.Counter(p.reason for p in problems),
-            "skipped": [dataclasses.asdict(p) for p in problems],
-        })
+    if problems or boxes:
+        report = {"annotation_file": annotation_file,
+                  "counts": collections.Counter(p.reason for p in problems),
+                  "skipped": [dataclasses.asdict(p) for p in problems]}
+        if boxes:  # left out as the user chose (boxes_without_mask=leave_out), each named
+            report[f"{BOXES_WITHOUT_MASK}_{LEAVE_OUT}"] = [dataclasses.asdict(p) for p in boxes]
+        _write_json(os.path.join(tfrecord_dir, layout.skipped_report_name(split)), report)
     return SplitResult(split, images, instances, shards, problems, rotated, crowds, empty,
-                       dict(per_category))
+                       dict(per_category), boxes, filled)
 
 
 def _refuse_invalid(annotation_file: str, problems: List[Problem], skip_invalid: bool,
@@ -445,7 +530,8 @@ def _problem_summary(annotation_file: str, problems: List[Problem]) -> str:
     for reason, count in counts.most_common():
         example = next(p for p in problems if p.reason == reason)
         lines.append(f"  {count} x {reason} (e.g. image {example.image_id}"
-                     + (f", annotation {example.annotation_id}" if example.annotation_id else "")
+                     + (f", annotation {example.annotation_id}"
+                        if example.annotation_id is not None else "")
                      + (f": {example.detail}" if example.detail else "") + ")")
     return "\n".join(lines)
 
@@ -461,11 +547,16 @@ def _write_json(path: str, payload, make_dirs: bool = False) -> None:
 def convert_sources(sources: List[exports.SplitSource], out_dir: str, name: str = "",
                     source: Optional[Dict] = None, crowd_as_instances: bool = False,
                     shard_mb: float = DEFAULT_SHARD_MB, skip_invalid: bool = False,
-                    workers: int = 1, progress: bool = True) -> Dict[str, SplitResult]:
+                    workers: int = 1, progress: bool = True,
+                    boxes_without_mask: str = REFUSE) -> Dict[str, SplitResult]:
     """Converts the splits into the `train` channel layout (data/layout.py): the shards, the val
     annotations with the contiguous ids, the split record (`source`, when the export was split
     here) and dataset_info.json (the categories with their original ids, what the export was,
     and notes on what the user should know), last."""
+    try:
+        check_boxes_without_mask(boxes_without_mask)
+    except ValueError as error:
+        raise ConversionError(str(error)) from None
     channel = layout.Channel(out_dir)
     categories = sources[0].dataset.get("categories") or []
     for other in sources[1:]:
@@ -475,18 +566,28 @@ def convert_sources(sources: List[exports.SplitSource], out_dir: str, name: str 
             raise ConversionError(
                 f"{other.annotation_file} and {sources[0].annotation_file} list other categories: "
                 "the splits of one dataset share its classes")
+    # Boxes without a mask are refused for the whole export at once, before anything is written.
+    boxes = []
+    for item in sources:
+        names = {im.get("id"): im.get("file_name") for im in item.dataset.get("images") or []}
+        boxes += [Problem(BOX_WITHOUT_MASK, a.get("image_id"), a.get("id"),
+                          names.get(a.get("image_id"), ""))
+                  for a in item.dataset.get("annotations") or [] if _box_only(a)]
+    _refuse_boxes(", ".join(sorted({item.annotation_file for item in sources})), boxes,
+                  boxes_without_mask)
     results = {}
     for item in sources:
         results[item.split] = convert_split(
             item.annotation_file, item.image_dir, channel.tfrecord_dir, item.split, shard_mb,
             skip_invalid, workers, progress, dataset=item.dataset,
-            crowd_as_instances=crowd_as_instances)
+            crowd_as_instances=crowd_as_instances, boxes_without_mask=boxes_without_mask)
     ids = contiguous_ids(categories)
     for item in sources:
         if item.split == layout.VAL:
             # The evaluation compares against the annotations, with the records' category ids.
             _write_json(channel.annotations(layout.VAL),
-                        renumbered(item.dataset, ids, crowd_as_instances), make_dirs=True)
+                        renumbered(item.dataset, ids, crowd_as_instances, boxes_without_mask),
+                        make_dirs=True)
     if source and "split" in source:
         _write_json(os.path.join(channel.root, layout.ANNOTATIONS_DIR, layout.SPLIT_RECORD),
                     source["split"], make_dirs=True)
@@ -535,6 +636,17 @@ def notes(categories: List[Dict], results: Dict[str, SplitResult],
             found.append(f"{split}: {result.crowds} crowd annotation(s) (iscrowd=1) "
                          + ("trained as instances (crowd_as_instances=true)" if crowd_as_instances
                             else "left out of training, as Model Garden does"))
+        if result.boxes_left_out:
+            named = ", ".join(f"annotation {p.annotation_id} of image {p.image_id} ({p.detail})"
+                              for p in result.boxes_left_out[:5])
+            more = len(result.boxes_left_out) - 5
+            found.append(f"{split}: {len(result.boxes_left_out)} box(es) without a mask left out "
+                         f"of training and evaluation ({BOXES_WITHOUT_MASK}={LEAVE_OUT}): {named}"
+                         + (f" and {more} more" if more > 0 else "") + ", all listed in "
+                         f"{layout.TFRECORD_DIR}/{layout.skipped_report_name(split)}")
+        if result.boxes_as_masks:
+            found.append(f"{split}: {result.boxes_as_masks} box(es) without a mask trained with "
+                         f"the box filled as the mask ({BOXES_WITHOUT_MASK}={BOX_AS_MASK})")
         if result.problems:
             found.append(f"{split}: {len(result.problems)} invalid record(s) skipped, listed in "
                          f"{layout.TFRECORD_DIR}/{layout.skipped_report_name(split)}")
@@ -544,7 +656,8 @@ def notes(categories: List[Dict], results: Dict[str, SplitResult],
 def convert_coco_dir(coco_dir: str, out_dir: str, splits=layout.SPLITS, year: str = "2017",
                      shard_mb: float = DEFAULT_SHARD_MB, skip_invalid: bool = False,
                      workers: int = 1, progress: bool = True, name: str = "",
-                     crowd_as_instances: bool = False) -> Dict[str, SplitResult]:
+                     crowd_as_instances: bool = False,
+                     boxes_without_mask: str = REFUSE) -> Dict[str, SplitResult]:
     """Converts a COCO-layout directory (`<split><year>/`, `annotations/instances_<split><year>.json`)
     into the `train` channel layout (data/layout.py)."""
     sources = []
@@ -556,14 +669,15 @@ def convert_coco_dir(coco_dir: str, out_dir: str, splits=layout.SPLITS, year: st
     source = {"format": exports.COCO2017 if year == "2017" else exports.COCO,
               "files": [os.path.relpath(s.annotation_file, coco_dir) for s in sources]}
     return convert_sources(sources, out_dir, name, source, crowd_as_instances, shard_mb,
-                           skip_invalid, workers, progress)
+                           skip_invalid, workers, progress, boxes_without_mask)
 
 
 def convert_export(export_path: str, out_dir: str, name: str = "",
                    val_fraction: float = 0.2, seed: int = 0, crowd_as_instances: bool = False,
                    shard_mb: float = DEFAULT_SHARD_MB, skip_invalid: bool = False,
                    workers: int = 1, progress: bool = True,
-                   work_dir: Optional[str] = None) -> Dict[str, SplitResult]:
+                   work_dir: Optional[str] = None,
+                   boxes_without_mask: str = REFUSE) -> Dict[str, SplitResult]:
     """Converts a labeling tool's COCO export (a directory or a .zip, data/exports.py) into the
     `train` channel layout; an export with one annotations file is split by `val_fraction` and
     `seed`. Raises ConversionError (an exports.ExportError among them) naming what is wrong."""
@@ -573,7 +687,7 @@ def convert_export(export_path: str, out_dir: str, name: str = "",
     except exports.ExportError as error:
         raise ConversionError(str(error)) from None
     return convert_sources(sources, out_dir, name, record, crowd_as_instances, shard_mb,
-                           skip_invalid, workers, progress)
+                           skip_invalid, workers, progress, boxes_without_mask)
 
 
 def main(argv=None):
@@ -589,6 +703,12 @@ def main(argv=None):
     parser.add_argument("--split-seed", type=int, default=0, help="the seed of that split")
     parser.add_argument("--crowd-as-instances", action="store_true",
                         help=f"train crowd annotations as instances ({CROWD_OPTION})")
+    parser.add_argument("--boxes-without-mask", choices=BOXES_WITHOUT_MASK_CHOICES,
+                        default=REFUSE,
+                        help="annotations that are boxes without a mask (a rectangle tool's, "
+                        f"\"segmentation\": []): {REFUSE} the export (default), {LEAVE_OUT} "
+                        f"(counted and named in the notes), or {BOX_AS_MASK} "
+                        f"({BOXES_WITHOUT_MASK})")
     parser.add_argument("--shard-mb", type=float, default=DEFAULT_SHARD_MB,
                         help=f"target shard size in MB ({DEFAULT_SHARD_MB})")
     parser.add_argument("--skip-invalid", action="store_true",
@@ -597,7 +717,8 @@ def main(argv=None):
                         help="encoding processes (all cores)")
     args = parser.parse_args(argv)
     common = dict(shard_mb=args.shard_mb, skip_invalid=args.skip_invalid, workers=args.workers,
-                  name=args.name, crowd_as_instances=args.crowd_as_instances)
+                  name=args.name, crowd_as_instances=args.crowd_as_instances,
+                  boxes_without_mask=args.boxes_without_mask)
     try:
         if os.path.isfile(os.path.join(args.coco_dir, "annotations", "instances_train2017.json")):
             results = convert_coco_dir(args.coco_dir, args.out_dir,

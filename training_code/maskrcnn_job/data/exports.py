@@ -10,11 +10,20 @@ Layouts recognized in a directory (a .zip of any of them is extracted first):
   categories) with its images below the directory.
 
 Every image's `file_name` is resolved to a file below the export's directory (as written, below
-`images/`, below `images/<subset>/`, then by its base name: tools write subfolders, Windows
-separators, or the upload path of their server) and rewritten relative to it; a name that resolves
-to nothing is left for the converter to report as a missing file. An export with one annotations
-file is split into train and val by a seed and a fraction (the same seed and export, the same
-split), recorded by the converter in the channel. Pure Python: no TensorFlow.
+`images/`, below `images/<subset>/`, then by its base name when one file has it) and rewritten
+relative to it; a name that resolves to nothing is left for the converter to report as a missing
+file, and a base name that several files have is refused, naming them. What the tools write:
+CVAT (Datumaro's coco exporter, CocoExporter._apply_impl) saves an image at
+`images/<subset>/<item id>.<ext>` and writes `file_name` `<item id>.<ext>`, the item id being the
+task's file path without extension (cvat/apps/dataset_manager/bindings.py, `DatasetItem(id=
+osp.splitext(frame_data.name)[0])`), so subfolders are kept and two of them may hold the same base
+name; Label Studio (label_studio_sdk Converter.convert_to_coco) copies an uploaded image into
+`images/` (label_studio_tools get_local_path: `shutil.copy(filepath, cache_dir)`) but writes the
+upload's path relative to where the export was written, `../<media>/upload/<project>/<file>`,
+which only the base name finds (upload names carry a hash prefix, so they are unique:
+label_studio/data_import/models.py, upload_name_generator). An export with one annotations file
+is split into train and val by a seed and a fraction (the same seed and export, the same split),
+recorded by the converter in the channel. Pure Python: no TensorFlow.
 """
 
 import dataclasses
@@ -193,8 +202,10 @@ def _inside(root: str, relative: str) -> bool:
 
 def resolve_file_names(dataset: Dict, root: str, image_dirs: List[str]) -> int:
     """Rewrites every image's `file_name` relative to `root`, to a file that exists below it
-    when one matches (as written below each of `image_dirs`, then by base name below them);
-    returns how many did not resolve (left as written, for the converter to report)."""
+    when one matches (as written below each of `image_dirs`, then by base name below them, when
+    exactly one file has it); returns how many did not resolve (left as written, for the
+    converter to report). A base name that several files have is refused (ExportError naming
+    them): taking one of them could pair an image with another's annotations."""
     by_base: Dict[str, List[str]] = {}
     for directory in image_dirs:
         base_dir = os.path.join(root, directory)
@@ -205,6 +216,7 @@ def resolve_file_names(dataset: Dict, root: str, image_dirs: List[str]) -> int:
                 by_base.setdefault(name, []).append(
                     os.path.relpath(os.path.join(folder, name), root).replace(os.sep, "/"))
     unresolved = 0
+    ambiguous: List[Tuple[str, List[str]]] = []
     for image in dataset.get("images") or []:
         name = _normalized(image.get("file_name", ""))
         found = None
@@ -217,11 +229,23 @@ def resolve_file_names(dataset: Dict, root: str, image_dirs: List[str]) -> int:
             matches = sorted(set(by_base.get(os.path.basename(name), [])))
             if len(matches) == 1:
                 found = matches[0]
+            elif matches:
+                ambiguous.append((name, matches))
         if found is None:
             unresolved += 1
             image["file_name"] = name
         else:
             image["file_name"] = found
+    if ambiguous:
+        examples = "; ".join(f"{name!r} matches {', '.join(matches)}"
+                             for name, matches in ambiguous[:3])
+        raise ExportError(
+            f"{len(ambiguous)} image file name(s) are found nowhere as written, and their base "
+            f"name is that of several files below {root}: {examples}"
+            + (f" (and {len(ambiguous) - 3} more)" if len(ambiguous) > 3 else "")
+            + ". Which file an annotation belongs to is ambiguous: make each file_name the "
+            "image's path below the export (as the tool wrote it), or give the files distinct "
+            "names")
     return unresolved
 
 

@@ -5,7 +5,9 @@
     <channel>/tfrecords/val-00000-of-00001.tfrecord
     <channel>/tfrecords/<split>-skipped.json          only when the converter dropped records
     <channel>/annotations/instances_val.json          the val split's COCO annotations (COCOeval),
-                                                      with the dataset's contiguous category ids
+                                                      with the dataset's contiguous category ids,
+                                                      annotations numbered 1..N (the export's id
+                                                      kept as `source_id`)
     <channel>/annotations/split.json                  which images went to which split, and how
 
 The records' feature keys are Model Garden's: its `TfExampleDecoder` reads them

@@ -25,6 +25,8 @@ from maskrcnn_contract.job_io import (DATASET_COMPLETE_MARKER, DEFAULT_DATASET,
                                       STAGING_S3_URI, STAGING_SPLIT_SEED, STAGING_STRICT,
                                       STAGING_VAL_FRACTION, STAGING_WORK_DIR, DatasetNameError,
                                       check_dataset_name)
+from maskrcnn_contract.labeling import (BOXES_WITHOUT_MASK, BOXES_WITHOUT_MASK_CHOICES, REFUSE,
+                                        check_boxes_without_mask)
 
 from maskrcnn_job.staging import s3_upload, stage_backbone, stage_coco
 from maskrcnn_job.staging.downloads import StagingError
@@ -32,11 +34,17 @@ from maskrcnn_job.staging.downloads import StagingError
 
 def stage_export(name: str, work_dir: str, import_s3_uri: str, s3_uri: Optional[str],
                  workers: int, strict: bool = False, val_fraction: float = DEFAULT_VAL_FRACTION,
-                 split_seed: int = DEFAULT_SPLIT_SEED, crowd_as_instances: bool = False) -> str:
+                 split_seed: int = DEFAULT_SPLIT_SEED, crowd_as_instances: bool = False,
+                 boxes_without_mask: str = REFUSE) -> str:
     """Downloads the export below `import_s3_uri` (a local directory or .zip when it is no s3://
     URI), converts it into <work_dir>/channel and uploads that to `s3_uri`; skipped when
     `s3_uri` is complete. Returns the local channel directory ('' when skipped)."""
-    from maskrcnn_job.data import coco_to_tfrecord
+    from maskrcnn_job.data import coco_to_tfrecord, layout
+
+    try:
+        check_boxes_without_mask(boxes_without_mask)
+    except ValueError as error:  # before anything is downloaded
+        raise StagingError(str(error)) from None
 
     if s3_uri and s3_upload.exists(s3_uri, DATASET_COMPLETE_MARKER):
         print(f"{s3_uri}{DATASET_COMPLETE_MARKER} exists: dataset {name!r} is staged already")
@@ -54,9 +62,12 @@ def stage_export(name: str, work_dir: str, import_s3_uri: str, s3_uri: Optional[
         coco_to_tfrecord.convert_export(
             export, channel, name=name, val_fraction=val_fraction, seed=split_seed,
             crowd_as_instances=crowd_as_instances, skip_invalid=not strict, workers=workers,
-            work_dir=work_dir)
+            work_dir=work_dir, boxes_without_mask=boxes_without_mask)
     except coco_to_tfrecord.ConversionError as error:
         raise StagingError(f"dataset {name!r} from {import_s3_uri}: {error}") from None
+    # What was left out or changed, in the job's log too (dataset_info.json keeps the notes).
+    for note in layout.Channel(channel).read_info().notes:
+        print(f"note: {note}")
     if s3_uri:
         s3_upload.upload_directory(channel, s3_uri, last=DATASET_COMPLETE_MARKER)
     return channel
@@ -117,6 +128,12 @@ def main(argv=None) -> None:
     parser.add_argument("--crowd-as-instances", f"--{STAGING_CROWD_AS_INSTANCES}",
                         dest="crowd_as_instances", type=_flag, nargs="?", const=True,
                         default=False, help="train crowd annotations (iscrowd=1) as instances")
+    parser.add_argument("--boxes-without-mask", f"--{BOXES_WITHOUT_MASK}",
+                        dest="boxes_without_mask", default=REFUSE,
+                        choices=BOXES_WITHOUT_MASK_CHOICES,
+                        help="annotations that are boxes without a mask (\"segmentation\": []): "
+                        "refuse the export (default), leave them out (named in the notes), or "
+                        "train each with its box filled as its mask")
     default_work = (STAGING_CONTAINER_WORK_DIR if "SM_CURRENT_HOST" in os.environ
                     else "build/staging")
     parser.add_argument("--work-dir", f"--{STAGING_WORK_DIR}", dest="work_dir",
@@ -147,7 +164,8 @@ def main(argv=None) -> None:
     archives, checkpoints = stage_coco.sources()
     options = {} if args.dataset == DEFAULT_DATASET else {
         "val_fraction": args.val_fraction, "split_seed": args.split_seed,
-        "crowd_as_instances": args.crowd_as_instances}
+        "crowd_as_instances": args.crowd_as_instances,
+        "boxes_without_mask": args.boxes_without_mask}
     channel = stage(args.dataset, os.path.join(args.work_dir, args.dataset), args.s3_uri,
                     args.workers, args.strict, import_s3_uri=args.import_s3_uri,
                     pretrained_s3_uri=args.pretrained_s3_uri, backbones=backbones,

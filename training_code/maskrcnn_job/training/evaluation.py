@@ -14,6 +14,7 @@ import math
 import os
 import shutil
 import time
+import traceback
 from typing import Callable, Dict, List, Optional
 
 import numpy as np
@@ -22,6 +23,7 @@ from official.vision.evaluation import coco_utils
 
 from maskrcnn_contract import metrics as metric_names
 
+from maskrcnn_job import sagemaker_env
 from maskrcnn_job.evaluation import coco as coco_evaluation
 from maskrcnn_job.evaluation import report as evaluation_report
 
@@ -59,6 +61,18 @@ def _to_coco_results(outputs: Dict[str, np.ndarray], labels: Dict[str, np.ndarra
             "segmentation": ann["segmentation"],
         })
     return results
+
+
+def report_failure(step: Optional[int], error: BaseException) -> str:
+    """The one warning line of a report that could not be written: its cause and where it was
+    raised, without a traceback and without an exception class name (sagemaker_env.
+    quiet_for_the_failure_scan): the toolkit quotes a failed job's log from the first line naming
+    one into the FailureReason (docs/aws-rules.md SM-9), and a report is not the job's failure."""
+    frames = traceback.extract_tb(error.__traceback__)
+    where = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+    cause = (str(error).strip().splitlines() or [""])[0][:300]
+    return (f"evaluation report of step {step} not written, training goes on without it: "
+            + sagemaker_env.quiet_for_the_failure_scan(f"{type(error).__name__}: {cause}{where}"))
 
 
 class Evaluator:
@@ -158,7 +172,8 @@ class Evaluator:
     def _write_report(self, evaluations: Dict, step: Optional[int], evaluator: str,
                       timing: Dict) -> Dict[str, float]:
         """The report of this evaluation into <report root>/step-<N>/; its headline metrics. A
-        report that fails is logged, and training and the export go on without it."""
+        report that fails is one warning line (report_failure), and training and the export go
+        on without it."""
         started = time.time()
         try:
             names = evaluation_report.category_names(
@@ -169,8 +184,8 @@ class Evaluator:
                                              timing=timing, source_ids=self._source_ids)
             report["timing"]["report_s"] = round(time.time() - started, 3)  # without pictures
             files = evaluation_report.write(report, report_dir(self._report_root, step))
-        except Exception:  # noqa: BLE001  (the report is secondary: the model is not)
-            log.exception("the evaluation report of step %s failed; training goes on", step)
+        except Exception as error:  # noqa: BLE001  (the report is secondary: the model is not)
+            log.warning("%s", report_failure(step, error))
             self.last_report = None
             return {}
         self.last_report = {"report": report, "files": files}

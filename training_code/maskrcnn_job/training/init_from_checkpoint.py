@@ -85,10 +85,11 @@ def check(channel: str, hps: Hyperparameters) -> dict:
     return info
 
 
-def same_classes(theirs: List[dict], ours: List[dict]) -> bool:
-    def key(categories):
-        return [(c.get("name"), c.get("source_id", c.get("id"))) for c in categories]
-    return key(theirs) == key(ours)
+def reinitialize_class_specific(info: dict, categories: List[dict]) -> bool:
+    """Whether the class-specific layers keep their fresh initialization: the earlier run
+    (`info`, its RUN_INFO) trained other classes than `categories`, this job's. The rule is the
+    contract's (hyperparameters.same_classes), which the launcher's description applies too."""
+    return not hyperparameters.same_classes(info, categories)
 
 
 def checkpoint_keys(root, prefix: str) -> Dict[str, object]:

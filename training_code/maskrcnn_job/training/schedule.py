@@ -4,9 +4,9 @@ loop logs, saves and evaluates. Pure Python; the experiment config and the train
 
 import dataclasses
 import logging
-import math
 from typing import List
 
+from maskrcnn_contract import hyperparameters
 from maskrcnn_contract.hyperparameters import HyperparameterError, Hyperparameters
 
 log = logging.getLogger(__name__)
@@ -28,11 +28,11 @@ class Schedule:
 
     @classmethod
     def build(cls, hps: Hyperparameters, num_train_images: int, num_replicas: int) -> "Schedule":
-        global_batch = hps.images_per_gpu * num_replicas
-        steps_per_epoch = max(1, math.ceil(num_train_images / global_batch))
+        length = hyperparameters.run_length(hps, num_train_images, num_replicas)
+        global_batch, steps_per_epoch = length.global_batch, length.steps_per_epoch
+        total = length.total_steps
         decays = hps.lr_decay_epoch_list
         if hps.max_steps:
-            total = hps.max_steps
             # The drops keep their place in the schedule: the same fraction of the steps as of
             # `epochs` (the contract refuses a drop at or past `epochs`).
             boundaries = [round(e / hps.epochs * total) for e in decays]
@@ -40,7 +40,6 @@ class Schedule:
                 log.info("lr_decay_epochs=%s of epochs=%g: the learning rate drops at steps %s "
                          "of max_steps=%d", hps.lr_decay_epochs, hps.epochs, boundaries, total)
         else:
-            total = max(1, round(hps.epochs * steps_per_epoch))
             boundaries = [round(e * steps_per_epoch) for e in decays]
         if any(not 0 < b < total for b in boundaries) or len(set(boundaries)) < len(boundaries):
             raise HyperparameterError(
@@ -48,15 +47,19 @@ class Schedule:
                 f"{boundaries} of a {total}-step run ({steps_per_epoch} steps per epoch), and each "
                 "must come after step 0, before the last, and at a step of its own; train longer, "
                 "or set lr_decay_epochs= (empty) for a constant rate")
+        # A warmup past a run of `epochs`, an evaluation period under one step: refused, not
+        # replaced (the contract's rule, which the launcher applies before it sends).
+        for warning in hyperparameters.check_run_length(hps, length):
+            log.warning(warning)
         return cls(
             global_batch=global_batch,
             steps_per_epoch=steps_per_epoch,
             total_steps=total,
             # Linear scaling with the number of replicas, as in Horovod's examples (Goyal et al.).
             peak_learning_rate=hps.base_learning_rate * num_replicas,
-            warmup_steps=min(hps.warmup_steps, total),
+            warmup_steps=hyperparameters.warmup_steps_used(hps, length),
             decay_boundaries=boundaries,
-            eval_every_steps=round(hps.eval_every_epochs * steps_per_epoch),
+            eval_every_steps=hyperparameters.eval_every_steps(hps, length),
             checkpoint_every_steps=hps.checkpoint_every_steps,
             log_every_steps=hps.log_every_steps,
         )

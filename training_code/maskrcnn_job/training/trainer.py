@@ -137,9 +137,8 @@ class Trainer:
             if paths.init_from:
                 self.fine_tuned = init_from_checkpoint.restore(
                     self.model, init_from_checkpoint.latest_checkpoint(paths.init_from),
-                    reinitialize_class_specific=not init_from_checkpoint.same_classes(
-                        init_from_checkpoint.check(paths.init_from, hps)["categories"],
-                        info.categories))
+                    reinitialize_class_specific=init_from_checkpoint.reinitialize_class_specific(
+                        init_from_checkpoint.check(paths.init_from, hps), info.categories))
         self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer)
         self._managers: Dict[str, tf.train.CheckpointManager] = {}
         # Evaluation and export run on the model this returns: the training model, or (under a

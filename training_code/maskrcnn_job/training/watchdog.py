@@ -26,8 +26,10 @@ it has no peers to ask.
 Budgets: TRAIN (between finished steps) gets `step_budget_s`; every other phase (start-up, the
 first step, which traces the graph, checkpoints, evaluation with the chief's COCOeval while the
 others wait, export) gets `slow_budget_s`. A budget of 0 leaves that phase unwatched; a step
-budget of 0 turns the watchdog off. Pure Python, no TensorFlow: the clock, the exit and the
-stream are parameters, for tests.
+budget of 0 turns the watchdog off. A phase other than TRAIN that went longer than the step budget
+without progress is said on leaving it (`slow_phase_line`: the slow phases' budget was what kept
+it from being a stall; how long, for setting stall_timeout_slow_phases_minutes). Pure Python, no
+TensorFlow: the clock, the exit and the stream are parameters, for tests.
 """
 
 import faulthandler
@@ -73,6 +75,7 @@ class Watchdog:
             [MAX_CHECK_SECONDS] + [b / 10 for b in (step_budget_s, slow_budget_s) if b > 0])
         self._lock = threading.Lock()
         self._phase, self._since, self._step = START, clock(), None
+        self._longest = 0.0  # the current phase's longest time without progress so far
         self._stopped = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._server: Optional[peer_status.StatusServer] = None
@@ -98,14 +101,35 @@ class Watchdog:
             self._thread.start()
 
     def phase(self, phase: str) -> None:
-        """Enters `phase`: its budget applies from now."""
+        """Enters `phase`: its budget applies from now. Leaving a phase other than TRAIN that
+        went longer than the step budget without progress prints `slow_phase_line`."""
         with self._lock:
-            self._phase, self._since = phase, self._clock()
+            now = self._clock()
+            left, longest = self._phase, max(self._longest, now - self._since)
+            self._phase, self._since, self._longest = phase, now, 0.0
+        line = self.slow_phase_line(left, longest)
+        if line is not None:
+            print(line, file=self._stream or sys.stderr, flush=True)
+
+    def slow_phase_line(self, phase: str, longest_s: float) -> Optional[str]:
+        """What leaving `phase` after at most `longest_s` without progress says: None unless it
+        is a slow phase (not TRAIN) that went past the step budget, which would have been a
+        stall under that budget."""
+        if not self.enabled or phase == TRAIN or longest_s <= self.step_budget_s:
+            return None
+        own = (f"within its own budget of {minutes(self.slow_budget_s)} "
+               "(stall_timeout_slow_phases_minutes)" if self.slow_budget_s > 0
+               else "a phase not watched (stall_timeout_slow_phases_minutes=0)")
+        return (f"stall watchdog: {self.who} on {self.host}: phase {phase} went {longest_s:.1f} s "
+                f"without progress, more than the step budget of {minutes(self.step_budget_s)}, "
+                f"{own}")
 
     def progress(self, step: Optional[int] = None) -> None:
         """Progress in the current phase; `step`: the step just finished, if one was."""
         with self._lock:
-            self._since = self._clock()
+            now = self._clock()
+            self._longest = max(self._longest, now - self._since)
+            self._since = now
             if step is not None:
                 self._step = step
 
