@@ -1,6 +1,7 @@
 """What a labeling tool's export may hold that Mask R-CNN cannot train as it is, and the choices the
 user makes about it: one name and its values, for the converter, the staging job's hyperparameter,
-local_run and the launcher alike (docs/staging.md, "Your own dataset").
+local_run and the launcher alike
+(docs/staging.md, "Your own dataset: a labeling tool's COCO export").
 
 Boxes without a mask: a box drawn with the rectangle tool is exported as an annotation whose
 `segmentation` is an empty list, by CVAT (Datumaro's COCO exporter, `_InstancesExporter.

@@ -4,8 +4,9 @@ job ends within the stall budget plus a measured bound, with a failure reason fr
 waited for it, naming the phase and the stopped rank and its host as not answering (the peers'
 status servers, training/peers.py). The same run is the healthy half: with a 9 s step budget it
 goes through start-up, the first step (which traces the graph) and an evaluation (whose first
-batch traces the inference) before the stop, each longer than the step budget without progress
-(as each rank's watchdog says on leaving them) and no stall: their budget is the slow phases'. The
+batch traces the inference) before the stop, the first step asserted longer than the step budget
+without progress (as each rank's watchdog says on leaving it) and none a stall: their budget is
+the slow phases'. The
 watchdog's logic: test_watchdog.py."""
 
 import os
@@ -103,10 +104,13 @@ def test_a_stopped_horovod_rank_fails_the_job_naming_the_stall(tmp_path):
             + r", within its own budget of 5\.0 min \(stall_timeout_slow_phases_minutes\)", output):
         slow.setdefault((who, phase), []).append(measured(
             f"horovod: {who}, longest time without progress in phase {phase} (s)", float(seconds)))
+    # The first step (tracing the training graph: 21.6..49.8 s here, 17x a step or more) is
+    # asserted; the evaluation's longest gap is not: 15.3..20.6 s with another session running,
+    # under 9 s on a quiet machine (2026-11-27, make test), so no budget that a step stays under
+    # holds it above on every machine.
     for who in ("rank 0", "rank 1"):
-        for phase in ("first step", "evaluation"):
-            assert slow.get((who, phase)), \
-                f"{who}: phase {phase} not longer than the step budget: {sorted(slow)}"
+        assert slow.get((who, "first step")), \
+            f"{who}: phase first step not longer than the step budget: {sorted(slow)}"
     assert not re.search(r"stalled: no progress for .* in phase (?!train)", output), output[-5000:]
     assert "step 20/60" not in output
     # The stall: rank 0, waiting, reports it, and names rank 1, which its status server no longer
