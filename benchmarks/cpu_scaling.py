@@ -66,8 +66,8 @@ AP_HPS = ["eval_every_epochs=0", "checkpoint_every_steps=1000000", "base_learnin
 
 def _local_run(args, name: str, distribution: str, hosts: int, extra: list, env: dict,
                timeout: int) -> str:
-    """One local_run; its output, also kept in <work-dir>/logs/<name>.txt. `env` goes to the
-    processes on one host or emulated ones."""
+    """One local_run: (its output, also kept in <work-dir>/logs/<name>.txt; what its processes
+    used). `env` goes to the processes on one host or emulated ones."""
     command = [sys.executable, "-m", "maskrcnn_local.local_run", "--work-dir", args.work_dir,
                "--distribution", distribution, "--hosts", str(hosts),
                "--timeout", str(timeout), "--draw", "0"]
@@ -86,9 +86,9 @@ def _local_run(args, name: str, distribution: str, hosts: int, extra: list, env:
     # What the run's processes used (those waited for, local_run's descendants): on one host all
     # of them. Under the strategies TF 2.21 takes about twice TF 2.18's kernel time (docs/image.md,
     # "The move, measured").
-    args.usage[name] = {"cpu_user_s": after.ru_utime - before.ru_utime,
-                        "cpu_sys_s": after.ru_stime - before.ru_stime,
-                        "minor_faults": after.ru_minflt - before.ru_minflt}
+    usage = {"cpu_user_s": after.ru_utime - before.ru_utime,
+             "cpu_sys_s": after.ru_stime - before.ru_stime,
+             "minor_faults": after.ru_minflt - before.ru_minflt}
     log = os.path.join(args.work_dir, "logs", f"{name}.txt")
     os.makedirs(os.path.dirname(log), exist_ok=True)
     with open(log, "w", encoding="utf-8") as f:
@@ -97,7 +97,7 @@ def _local_run(args, name: str, distribution: str, hosts: int, extra: list, env:
         raise RuntimeError(f"{name} failed ({result.returncode}), log {log}:\n"
                            f"{result.stdout[-4000:]}\n{result.stderr[-3000:]}")
     print(f"  {name}: {time.time() - started:.0f} s", flush=True)
-    return result.stdout
+    return result.stdout, usage
 
 
 def _time_run(args, name: str) -> dict:
@@ -108,11 +108,11 @@ def _time_run(args, name: str) -> dict:
     extra = ["--program", STEP_TIMING, "--no-model-expected", "--hp", f"threads_per_rank={threads}"]
     if distribution == "horovod":
         extra += ["--ranks", str(ranks)]
-    output = _local_run(args, name, distribution, hosts, extra, env, timeout=900)
+    output, usage = _local_run(args, name, distribution, hosts, extra, env, timeout=900)
     found = re.findall(r"BENCH (\{.*\})", output)
     if not found:
         raise RuntimeError(f"{name}: no BENCH line in its output:\n{output[-4000:]}")
-    return dict(json.loads(found[-1]), run=name, **args.usage[name], placement=(
+    return dict(json.loads(found[-1]), run=name, **usage, placement=(
         f"{hosts} emulated hosts x 1 process" if hosts > 1 else f"1 host, {ranks} x {threads}"))
 
 
@@ -121,7 +121,7 @@ def _ap_run(args, distribution: str, steps: int) -> dict:
     extra = ["--hp", f"max_steps={steps}"]
     for item in AP_HPS:
         extra += ["--hp", item]
-    output = _local_run(args, f"ap-{SHORT[distribution]}", distribution, 2, extra,
+    output, _ = _local_run(args, f"ap-{SHORT[distribution]}", distribution, 2, extra,
                         dict(args.env), timeout=600 + 20 * args.budget)
     values = dict(re.findall(r"^(eval/\w+): (\S+)$", output, re.M))
     speeds = [float(v) for v in re.findall(r"train/images_per_sec: (\S+)", output)]
@@ -182,7 +182,6 @@ def parse_args(argv=None):
                         help="check the path only: tiny dataset, 4 steps, budget 5 s")
     args = parser.parse_args(argv)
     args.env = dict(args.env)
-    args.usage = {}  # run name -> its processes' CPU time and page faults (_local_run)
     args.runs = [r for r in args.runs.split(",") if r]
     unknown = set(args.runs) - set(TIMING_RUNS)
     if unknown:

@@ -111,6 +111,7 @@ def main(argv=None) -> int:
     repeats = args.repeats if args.repeats is not None else (SMOKE_REPEATS if args.smoke else 3)
     if repeats < 1:
         parser.error(f"--repeats {repeats}: at least 1")
+    from maskrcnn_contract import evaluation_report
     from maskrcnn_local import local_run, synthetic_coco
 
     extra = (SMOKE_ARGS if args.smoke else []) + args.local_run_args
@@ -128,9 +129,8 @@ def main(argv=None) -> int:
     with open(os.path.join(opt_ml, "input", "config", "hyperparameters.json"),
               encoding="utf-8") as f:
         hps = json.load(f)
-    report_file = os.path.join(opt_ml, "model", "code", "evaluation", "report.json")
-    with open(report_file, encoding="utf-8") as f:
-        report = json.load(f)
+    report = evaluation_report.read(
+        os.path.join(opt_ml, "model", evaluation_report.MODEL_REPORT_DIR))
     figures = {
         "hyperparameters": hps, "ranks": settings.ranks,
         "global_batch": int(hps["images_per_gpu"]) * settings.ranks,
