@@ -7,13 +7,23 @@ refuse one of them to that role under the synthesized template's policies (tests
 the calls are evaluated after the test's body, so a denial fails the test itself. The values the
 deployment publishes come from the fixture `iam_published` (the launcher tests' moto seed; stand-ins
 elsewhere); the template is synthesized once per session, when a test first made a call.
+
+A request played on emulated hosts (maskrcnn_local/sagemaker_job.py: the staging request in
+tests/training/test_sagemaker_job.py, the training requests of tests/training/playback.py) is
+evaluated by `PlayedJob`: the harness adds the recorder to the hosts' environment (the layer of
+this machine's settings; nothing else the job sees changes), every process on the hosts records
+into a file of the play's work directory, and `PlayedJob.check` evaluates those calls against the
+role the request's RoleArn names, raising IamDenied. What SageMaker itself does as that role (the
+S3 channels' download, the upload of the model and output) is done by the emulation in the pytest
+process and never recorded there: it is evaluated where the launcher's CreateTrainingJob request
+is (tests/iam/implied.py, training_job_runs_as_its_role).
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-from typing import Dict
+from typing import Callable, Dict, List, Optional, Tuple
 
 import pytest
 
@@ -25,6 +35,7 @@ MARK = "iam_role"
 EXPECTED = "iam_expect_denied"
 _RECORDING = pytest.StashKey[dict]()
 _CHECKERS: Dict[tuple, Checker] = {}
+_TEMPLATE: Dict[str, dict] = {}
 
 # Before any test makes a boto3 session. The CDK pipeline's Synth step runs tests/infra in an
 # environment of requirements-infra.txt alone, which has no botocore and makes no AWS call; a
@@ -45,10 +56,18 @@ def pytest_configure(config):
                                        "it does not")
 
 
+def _template(synth_dir: Callable[[], str]) -> dict:
+    """The deployment stack's template of the fake deployment, synthesized on first use into
+    the directory `synth_dir` makes."""
+    if "stack" not in _TEMPLATE:
+        _TEMPLATE["stack"] = fake.synthesize(synth_dir())
+    return _TEMPLATE["stack"]
+
+
 @pytest.fixture(scope="session")
 def iam_template(tmp_path_factory) -> dict:
     """The deployment stack's template of the fake deployment (one synth per session)."""
-    return fake.synthesize(tmp_path_factory.mktemp("iam-synth"))
+    return _template(lambda: tmp_path_factory.mktemp("iam-synth"))
 
 
 @pytest.fixture
@@ -86,14 +105,17 @@ def _iam_recording(request):
         os.remove(path)
 
 
-def checker(request) -> Checker:
-    published, vpc = request.getfixturevalue("iam_published")
+def _checker(published: Dict[str, str], vpc: str, stack: Callable[[], dict]) -> Checker:
     key = (tuple(sorted(published.items())), vpc)
     if key not in _CHECKERS:
-        _CHECKERS[key] = Checker(template.load(
-            request.getfixturevalue("iam_template"), fake.SSM_PATH, published, fake.REGION,
-            fake.ACCOUNT, {"AWS::EC2::VPC": vpc}))
+        _CHECKERS[key] = Checker(template.load(stack(), fake.SSM_PATH, published, fake.REGION,
+                                               fake.ACCOUNT, {"AWS::EC2::VPC": vpc}))
     return _CHECKERS[key]
+
+
+def checker(request) -> Checker:
+    published, vpc = request.getfixturevalue("iam_published")
+    return _checker(published, vpc, lambda: request.getfixturevalue("iam_template"))
 
 
 def denials(item) -> list:
@@ -115,6 +137,81 @@ def denials(item) -> list:
 
 class IamDenied(AssertionError):
     pass
+
+
+class PlayedJob:
+    """The IAM evaluation of one request played on emulated hosts: the recorder forwarded into
+    every process on the hosts, and what they recorded evaluated against the role the request's
+    RoleArn names.
+
+        recording = PlayedJob(request, work_dir, fake.iam_published)
+        played = sagemaker_job.play(request, work_dir, ...,
+                                    environment=recording.environment(this_machines))
+        calls = recording.check()  # raises IamDenied
+
+    The hosts reach the recording file because it lies in the play's work directory, which they
+    see at the same path (emulated_hosts.Cluster keeps it visible); the site directory is in the
+    repository. The hosts' processes are told the file by RECORD_ENV and load the recorder through
+    tests/iam/site/sitecustomize.py first on PYTHONPATH, both set in the layer of the container's
+    environment that is this machine's (emulated_hosts.Cluster.container_environment), by the
+    harness only. The SageMaker training toolkit hands both on: to the program it starts
+    (PYTHONPATH becomes its own sys.path, environment.write_env_vars) and, for MPI, to the other
+    hosts' ranks (a worker's toolkit writes its environment to /etc/environment, which their ssh
+    sessions read).
+    """
+
+    FILE = "iam-calls.jsonl"
+
+    def __init__(self, request: dict, work_dir: str,
+                 published: Callable[[], Tuple[Dict[str, str], str]]):
+        """`published` returns ({SSM parameter: value}, VPC id) of the deployment the request was
+        built against (FakeDeployment.iam_published), to which the template is resolved; it is
+        called only if the hosts made a call."""
+        self.job = request["TrainingJobName"]
+        self.role_arn = request["RoleArn"]
+        self.published = published
+        os.makedirs(work_dir, exist_ok=True)
+        self.file = os.path.join(os.path.abspath(work_dir), self.FILE)
+        open(self.file, "w", encoding="utf-8").close()  # not a previous play's calls
+
+    def environment(self, environment: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+        """`environment` (this machine's settings for the hosts) with the recorder added."""
+        values = dict(environment or {})
+        values[recorder.RECORD_ENV] = self.file
+        values["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(recorder.SITE_DIR), values.get("PYTHONPATH")) if p)
+        return values
+
+    def calls(self) -> List[dict]:
+        """The calls the hosts' processes recorded."""
+        return recorder.read_file(self.file)
+
+    def check(self) -> List[dict]:
+        """The calls the hosts' processes recorded; raises IamDenied with one message per request
+        AWS would refuse to the request's role under the synthesized template's policies."""
+        calls = self.calls()
+        if not calls:
+            return calls
+        published, vpc = self.published()
+
+        def stack() -> dict:
+            with tempfile.TemporaryDirectory(prefix="iam-synth-") as directory:
+                return _template(lambda: directory)
+
+        evaluation = _checker(published, vpc, stack)
+        roles = evaluation.deployment.roles
+        role = evaluation.deployment.role_by_arn(self.role_arn)
+        if role is None:
+            raise IamDenied(f"{self.job}: its RoleArn {self.role_arn} is none of the synthesized "
+                            "template's roles (" + ", ".join(
+                                f"{r.name}: {r.arn}" for r in roles.values()) + ")")
+        found = [d.text for d in evaluation.denials(calls, role.name)]
+        if found:
+            raise IamDenied(f"{len(found)} AWS request(s) that {self.job}'s processes made on its "
+                            f"emulated hosts, which the {role.name} role (its RoleArn) may not "
+                            "make under the synthesized template's policies:\n"
+                            + "\n".join(found))
+        return calls
 
 
 @pytest.hookimpl(wrapper=True)

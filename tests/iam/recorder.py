@@ -9,8 +9,11 @@ In the pytest process only the code under test counts: a call whose first frame 
 libraries (and this module) is a test file (the tests' own set-up and assertions, FakeAws playing
 a job) is not recorded; a call from the launcher, the job or the contract is, and so is a call
 from a thread with no such frame (s3transfer's upload workers, started by the code under test).
-In a subprocess (a notebook kernel, the CLI) `site/sitecustomize.py` installs the recorder with
-every call counted, appending JSON lines to the file RECORD_ENV names.
+In a subprocess (a notebook kernel, the CLI) and in every process on the emulated hosts of a
+played job (the staging job, the training jobs: tests/iam/plugin.py, PlayedJob, which puts the file
+in the play's work directory, seen by the hosts at the same path) `site/sitecustomize.py` installs
+the recorder, once the process imports botocore, with every call counted, appending JSON lines to
+the file RECORD_ENV names; the test reads that file once the processes are gone.
 """
 
 from __future__ import annotations

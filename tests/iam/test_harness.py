@@ -140,3 +140,35 @@ def test_a_subprocess_records_its_calls_through_sitecustomize(tmp_path):
     assert (recorded["service_name"], recorded["operation"], recorded["params"]) == (
         "ssm", "GetParametersByPath", {"Path": "/d"})
     assert recorded["status"] == 200 and recorded["region"] == "eu-west-2"
+
+
+def test_sitecustomize_loads_botocore_only_with_the_process_and_runs_the_one_it_hides(tmp_path):
+    """A process that never imports botocore (a training rank on a played job's host) does not
+    import it for the recorder; a sitecustomize further on PYTHONPATH still runs."""
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    (hidden / "sitecustomize.py").write_text("import os\nos.environ['HIDDEN_RAN'] = '1'\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join((str(recorder.SITE_DIR), str(hidden))),
+               **{recorder.RECORD_ENV: str(tmp_path / "calls.jsonl")})
+    code = ("import os, sys\n"
+            "print('botocore' in sys.modules, os.environ.get('HIDDEN_RAN'))\n"
+            "import botocore.handlers\n"
+            "print(sorted(n for n in sys.modules if 'iam_recorder' in n))\n")
+    printed = subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120,
+                             capture_output=True, text=True).stdout.splitlines()
+    assert printed == ["False 1", "['maskrcnn_iam_recorder']"]
+
+
+def test_a_played_jobs_hosts_get_the_recorder_in_their_machines_environment(tmp_path):
+    from tests.iam.plugin import PlayedJob
+
+    work = tmp_path / "job"
+    work.mkdir()
+    (work / PlayedJob.FILE).write_text('{"a previous play": 1}\n')
+    request = {"TrainingJobName": "maskrcnn-test-staging-1", "RoleArn": "arn:aws:iam::1:role/s"}
+    recording = PlayedJob(request, str(work), lambda: pytest.fail("nothing to resolve"))
+    environment = recording.environment({"PYTHONPATH": "/elsewhere", "HOROVOD_CYCLE_TIME": "10"})
+    assert environment == {recorder.RECORD_ENV: str(work / PlayedJob.FILE),
+                           "PYTHONPATH": f"{recorder.SITE_DIR}{os.pathsep}/elsewhere",
+                           "HOROVOD_CYCLE_TIME": "10"}
+    assert recording.check() == []  # nothing recorded: nothing to evaluate, no synth

@@ -18,7 +18,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, Iterator
+from typing import Dict, Iterator, Optional, Tuple
 
 from tests.iam.deployment import BUCKET, REGION, SSM_PATH
 
@@ -33,6 +33,7 @@ class FakeDeployment:
         self.port = int(endpoint.rsplit(":", 1)[1])
         self.bucket, self.region = BUCKET, REGION
         self._clients: Dict[str, object] = {}
+        self._vpc_id: Optional[str] = None
 
     def client(self, service: str):
         import boto3
@@ -42,6 +43,15 @@ class FakeDeployment:
                 service, endpoint_url=self.endpoint, aws_access_key_id="testing",
                 aws_secret_access_key="testing", aws_session_token="testing")
         return self._clients[service]
+
+    def iam_published(self) -> Tuple[Dict[str, str], str]:
+        """What this deployment publishes and its VPC: what the IAM evaluation of a request played
+        against it resolves the template to (tests/iam/plugin.py, PlayedJob)."""
+        if self._vpc_id is None:
+            subnet = self.parameters["subnet-ids"].split(",")[0]
+            self._vpc_id = self.client("ec2").describe_subnets(
+                SubnetIds=[subnet])["Subnets"][0]["VpcId"]
+        return dict(self.parameters), self._vpc_id
 
     def environment(self) -> Dict[str, str]:
         """What points an AWS SDK at this server (and the launcher at the deployment's SSM path):

@@ -6,8 +6,11 @@ emulated hosts (maskrcnn_local/sagemaker_job.py): hyperparameters.json, inputdat
 the container's environment as SageMaker writes them, the channel copied from the fake bucket (S3)
 or mounted from a directory standing for the file system (EFS, FSx), the real toolkit deciding
 what runs, and every host's /opt/ml/model aggregated into one model.tar.gz, uploaded where
-SageMaker puts it. The hyperparameters are the tiny ones the local runs of these tests use
-(TINY), so that the runs that resume them (local_run --resume) read the same model.
+SageMaker puts it. The AWS calls the job's own processes make on the hosts are evaluated against
+the role the request names (tests/iam/plugin.py, PlayedJob; the training job's code makes none
+today: SageMaker, not the job, reads its channels and writes its model and checkpoints). The
+hyperparameters are the tiny ones the local runs of these tests use (TINY), so that the runs that
+resume them (local_run --resume) read the same model.
 """
 
 import dataclasses
@@ -23,6 +26,8 @@ from typing import Callable, Optional
 from maskrcnn_contract import job_io, metrics
 
 from maskrcnn_local import local_run, sagemaker_job
+
+from tests.iam.plugin import PlayedJob
 
 # What the local runs of these tests train with (local_run arguments); the requests carry the same.
 TINY = ["--train-images", "16", "--val-images", "8", "--image-size", "64",
@@ -108,11 +113,13 @@ def play_training(fake, work, distribution: str, data_source: str, max_steps: in
     request = fake.training_request(distribution, data_source,
                                     tiny_hyperparameters(max_steps=max_steps))
     output = Output(on_line)
+    recording = PlayedJob(request, str(work), fake.iam_published)
     started = time.time()
     played = sagemaker_job.play(
         request, str(work), sagemaker_job.Inputs(s3=fake.client("s3"), file_systems=systems),
-        environment=local_run.emulated_host_environment(), timeout=timeout, echo=output,
-        upload_model=True)
+        environment=recording.environment(local_run.emulated_host_environment()),
+        timeout=timeout, echo=output, upload_model=True)
+    recording.check()  # IamDenied: a request the training role may not make
     text = output.text
     text += "".join(f"{host.name}: exit status {host.exit_code}\n" for host in played.job.hosts)
     if not played.succeeded:

@@ -1,6 +1,7 @@
 """The request playback (maskrcnn_local/sagemaker_job.py): what it hands the hosts, what it
 refuses, the aggregation of the hosts' /opt/ml/model, and the launcher's staging request run to
-completion on one emulated host as SageMaker would start it.
+completion on one emulated host as SageMaker would start it, the AWS calls the job makes there
+evaluated against the staging role (tests/iam/plugin.py, PlayedJob).
 
 The training requests (horovod from S3, multi_worker_mirrored from EFS, parameter_server from FSx)
 are the module runs of test_job.py and test_strategies.py.
@@ -18,6 +19,7 @@ import pytest
 from maskrcnn_local import emulated_hosts, local_run, sagemaker_job
 from maskrcnn_local.sagemaker_job import FileSystem, Inputs, ModelClash, RequestError
 
+from tests.iam.plugin import PlayedJob
 from tests.training import fake_http
 from tests.training.playback import Output
 
@@ -228,16 +230,24 @@ def test_the_staging_request_stages_coco_and_the_backbone_as_the_launcher_then_e
                                      ("val2017.zip", "val2017"), ("train2017.zip", "train2017"))],
             "checkpoints": {"resnet50": {
                 "url_prefix": f"{outside}/vision/resnet50_imagenet/ckpt-28080"}}}))
-        environment = {**local_run.emulated_host_environment(),
-                       **sagemaker_job.aws_stand_ins(fake.port, fake.region),
-                       stage_coco.SOURCES_ENV: str(sources)}
+        # The staging job's own AWS calls, recorded on the host and evaluated against the role
+        # its RoleArn names (tests/iam/plugin.py, PlayedJob).
+        recording = PlayedJob(request, str(work), fake.iam_published)
+        environment = recording.environment({
+            **local_run.emulated_host_environment(),
+            **sagemaker_job.aws_stand_ins(fake.port, fake.region),
+            stage_coco.SOURCES_ENV: str(sources)})
         output = Output()
         started = time.time()
         played = sagemaker_job.play(request, str(work), Inputs(s3=s3), environment=environment,
                                     forwarded_ports=(fake.port, port), timeout=600, echo=output)
         seconds = time.time() - started
     log = output.text
+    calls = recording.check()  # IamDenied: a request the staging role may not make
     assert played.succeeded, log[-6000:] + played.job.failure_reason
+    # The recorder reached the job: its marker checks and uploads, as the staging role.
+    assert request["RoleArn"] == fake.parameters["staging-role-arn"]
+    assert {"ListObjectsV2", "PutObject"} <= {c["operation"] for c in calls}, calls
     # The toolkit started the program the request's Environment names, with its hyperparameters.
     assert "SAGEMAKER_PROGRAM=stage_dataset.py\n" in (work / "hosts" / "container.env").read_text()
     assert ("stage_dataset.py --backbones resnet50 --dataset coco2017 --pretrained_s3_uri"
