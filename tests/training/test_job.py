@@ -49,7 +49,9 @@ def _local_run(work_dir, *args, env=None, timeout=900):
 # there is no GPU, its deprecation notices and grappler's cost-estimator warnings, Google's
 # FutureWarning about this Python version. (What no setting reaches: local_run.py,
 # tensorflow_environment.)
-NOISE = ("cuInit", "PredictCost", "FutureWarning", "deprecat")
+# COCO's progress lines and summary table (pycocotools and faster-coco-eval print them).
+NOISE = ("cuInit", "PredictCost", "FutureWarning", "deprecat", "loading annotations",
+         "index created", "Average Precision", "COCOeval_opt")
 
 
 def _noise(run, shown=()):
@@ -63,11 +65,39 @@ def _noise(run, shown=()):
 # 1.5 s (one host) and 5.4 s (2 hosts); the bound leaves a margin of more than 5x for a slower
 # machine, and stays far below the minutes a hung job would take.
 FAILURE_TO_END_SECONDS = {"one host": 30, "2 hosts": 30}
-# The loss fell by 25% and 29% (Horovod, two runs), 33% (MultiWorkerMirroredStrategy) and 35%
-# (parameter servers) from the first logged window to the last over the 20-40 steps of these runs;
-# the same Horovod run at a learning rate 100 times too low (base_learning_rate=0.0001) fell by
-# 13%: the bound lies between, a job whose updates are far too small fails it.
+# What the learning bounds tell apart (issue 33). Measured 2026-11-24 on the module runs: the loss
+# fell by 25% and 29% (Horovod, two runs), 33% (MultiWorkerMirroredStrategy) and 35% (parameter
+# servers) from the first logged window to the last over their 20-40 steps; the Horovod run at a
+# learning rate 100 times too low (base_learning_rate=0.0001) fell by 13%.
+# Measured 2026-11-27 on this 2-core machine, loaded (make bench's demo training on both cores,
+# other sessions' tests), two runs at the tests' rate, one of each break: one-host local runs of
+# TINY, 20 steps, 2 Horovod ranks on one host (the module run's global batch, rate and threads
+# per rank, on one /opt/ml tree instead of 2 emulated hosts), components from the metric lines:
+#   run                              loss drop  rpn_score_loss drop  final bbox/segm AP
+#   base_learning_rate=0.01, run 1     22.3%          46.6%            0.0003 / 0.0000
+#   base_learning_rate=0.01, run 2     22.5%          47.9%            0.0000 / 0.0000
+#   0.001 (10 times too low)           42.6%           6.5%            0.0018 / 0.0000
+#   0.01, train labels shuffled        24.4%          44.9%            0.0007 / 0.0001
+# (shuffled: the train split's category ids permuted across its 65 non-crowd annotations, 53 of
+# them changed; the validation split true.)
+# - MIN_LOSS_DROP fails a far too low rate (100x: 13%), but not a 10 times too low one, whose
+#   loss falls further than a healthy run's: a healthy rate's first window already holds much of
+#   the fall of the second stage's classifier (frcnn_cls_loss 1.38-1.51 there, 1.94 at 10x
+#   low), and its better RPN then hands the second stage more foreground proposals, whose box
+#   loss rises (frcnn_box_loss 0.27-0.28 -> 0.51-0.53; 0.25 -> 0.25 at 10x low). The total mixes
+#   opposite movements.
+# - MIN_RPN_SCORE_LOSS_DROP fails the 10 times too low rate: the RPN's objectness loss starts at
+#   ln 2 whatever the labels and falls only as the RPN learns (0.684 -> 0.356-0.365 healthy,
+#   0.692 -> 0.647 at 10x low); 25% lies between 6.5% and 44.9-47.9%.
+# - Shuffled labels: nothing these runs log tells them apart. After 20 steps the second stage has
+#   learned object against background, not which class (frcnn_cls_loss ends at 1.04-1.15
+#   healthy, 1.09 shuffled), the RPN is class-agnostic, and the AP is about 0 for every run: no
+#   AP floor exists at this length, so the AP is only checked to lie in [0, 1]. An AP floor needs
+#   a run long enough to have an AP (the demo's, which make bench runs, not the tests).
 MIN_LOSS_DROP = {"horovod": 0.18, "multi_worker_mirrored": 0.18, "parameter_server": 0.18}
+# Horovod's only: the strategies' runs have not been measured for it (their module runs print the
+# figure, "measured <distribution>: rpn_score_loss drop", once they call the helper).
+MIN_RPN_SCORE_LOSS_DROP = {"horovod": 0.25}
 
 
 def measured(name: str, value: float) -> float:
@@ -76,8 +106,9 @@ def measured(name: str, value: float) -> float:
     return value
 
 
-def _losses(output):
-    return [float(v) for v in re.findall(r"train/loss: (\S+)$", output, re.M)]
+def _losses(output, name="loss"):
+    """The logged values of train/<name> (the total loss, or a component: rpn_score_loss, ...)."""
+    return [float(v) for v in re.findall(rf"train/{name}: (\S+)$", output, re.M)]
 
 
 def assert_the_loss_falls(distribution: str, losses) -> None:
@@ -87,6 +118,20 @@ def assert_the_loss_falls(distribution: str, losses) -> None:
     assert drop >= MIN_LOSS_DROP[distribution], \
         f"{distribution}: the loss fell by {drop:.1%} ({losses}), less than " \
         f"{MIN_LOSS_DROP[distribution]:.0%}"
+
+
+def assert_the_rpn_learns(distribution: str, rpn_score_losses) -> None:
+    """The RPN's objectness loss (train/rpn_score_loss, the mean of a log window over the ranks)
+    falls from the first logged window to the last by at least
+    MIN_RPN_SCORE_LOSS_DROP[distribution] of the first: a rate 10 times too low fails it, which
+    the total loss's bound lets pass (MIN_LOSS_DROP's comment)."""
+    drop = measured(f"{distribution}: rpn_score_loss drop, first to last logged",
+                    1 - rpn_score_losses[-1] / rpn_score_losses[0])
+    assert distribution in MIN_RPN_SCORE_LOSS_DROP, \
+        f"{distribution}: no MIN_RPN_SCORE_LOSS_DROP measured yet; this run's drop: {drop:.1%}"
+    assert drop >= MIN_RPN_SCORE_LOSS_DROP[distribution], \
+        f"{distribution}: the RPN's objectness loss fell by {drop:.1%} ({rpn_score_losses}), " \
+        f"less than {MIN_RPN_SCORE_LOSS_DROP[distribution]:.0%}: is the learning rate too low?"
 
 
 def _fingerprints(output):
@@ -178,6 +223,9 @@ def test_loss_decreases(runs):
     losses = _losses(runs["first"].stdout)
     assert len(losses) == 4  # steps 5, 10, 15, 20
     assert_the_loss_falls("horovod", losses)
+    rpn_score_losses = _losses(runs["first"].stdout, "rpn_score_loss")
+    assert len(rpn_score_losses) == 4
+    assert_the_rpn_learns("horovod", rpn_score_losses)
 
 
 def test_weights_identical_on_every_rank(runs):
@@ -254,6 +302,8 @@ def test_coco_metrics_are_printed_for_sagemaker(runs):
         values = [float(v) for v in re.findall(metrics.regex_for(name), output)]
         assert values, name
         if name.startswith("eval/"):
+            # A range, not a floor: after 20 steps every run's AP is about 0, whatever its rate
+            # or labels (MIN_LOSS_DROP's comment).
             assert 0.0 <= values[-1] <= 1.0
     assert "evaluated 8 images" in output
     # The emulated hosts are SageMaker's: no metrics file, every metric line in the job's log.

@@ -9,6 +9,8 @@ confusion matrix, score thresholds) under <SM_OUTPUT_DATA_DIR>/evaluation/step-<
 is copied beside the model (<SM_MODEL_DIR>/code/evaluation/) by the export. docs/evaluation.md.
 """
 
+import contextlib
+import io
 import logging
 import math
 import os
@@ -142,8 +144,10 @@ class Evaluator:
         all_results = [r for rank_results, _ in gathered for r in rank_results]
         all_ids = sorted({i for _, ids in gathered for i in ids})
         if self._coco_gt is None:
-            self._coco_gt = coco_utils.COCOWrapper(eval_type="mask",
-                                                   annotation_file=self._annotation_file)
+            # pycocotools' "loading annotations into memory..." lines say nothing to a user.
+            with contextlib.redirect_stdout(io.StringIO()):
+                self._coco_gt = coco_utils.COCOWrapper(eval_type="mask",
+                                                       annotation_file=self._annotation_file)
         unknown = set(all_ids) - set(self._coco_gt.getImgIds())
         if unknown:
             raise ValueError(f"val TFRecords hold image ids absent from {self._annotation_file}: "
@@ -155,7 +159,10 @@ class Evaluator:
         for kind in coco_evaluation.IOU_TYPES:
             started_kind = time.time()
             # Every evaluated image counts, also those where the model detected nothing.
-            coco_eval = coco_evaluation.run(self._coco_gt, coco_dt, kind, all_ids, evaluator)
+            # No COCO summary table in the log: the same figures are the metric lines and the
+            # report (its per-class tables), and the evaluators' progress lines are noise.
+            coco_eval = coco_evaluation.run(self._coco_gt, coco_dt, kind, all_ids, evaluator,
+                                            print_function=None)
             coco_eval_s[kind] = time.time() - started_kind
             evaluations[kind] = coco_eval
             for stat, value in zip(metric_names.COCO_STATS, coco_eval.stats):
