@@ -1,17 +1,18 @@
-"""`make test`: every test under tests/, as five pytest processes side by side.
+"""`make test`: every test under tests/, as six pytest processes side by side.
 
-The job's end-to-end tests (tests/training/test_job.py, test_strategies.py) each start real
-multi-process runs, which keep only ~1.1 of the 2 cores of this machine busy on average
-(single-threaded imports and graph tracing, the training toolkit's own waits). Each of those two
-files runs in a pytest process of its own beside one for tests/launcher (a moto server per
-process on a port of its own, CDK synths) and one for everything else, whose output is shown as
-it comes. tests/infra runs in a fifth, as the CDK pipeline's Synth step runs it
-(stacks/pipeline_stack.py): `python -m pytest -q tests/infra` with the Python of .venv-infra, made
-from requirements-infra.txt alone, first on PATH (the CDK CLI's `python3 app.py` is that one
-too); the one infra test that needs moto, which that environment lacks, runs here after the
-third. The
-logs are printed at the end (and kept under build/). The exit status is non-zero when any process
-fails. Plain `pytest` runs the same tests in one process.
+The job's end-to-end tests (tests/training/test_job.py, test_strategies.py, and the module runs
+of test_fine_tune.py and test_batch_norm.py) start real multi-process runs, which keep only ~1.1
+of the 2 cores of this machine busy on average (single-threaded imports and graph tracing, the
+training toolkit's own waits). test_job.py and test_strategies.py each run in a pytest process of
+their own, test_fine_tune.py and test_batch_norm.py together in a third, beside one for
+tests/launcher (a moto server per process on a port of its own, CDK synths) and one for
+everything else, whose output is shown as it comes. tests/infra runs in a sixth, as the CDK
+pipeline's Synth step runs it (stacks/pipeline_stack.py): `python -m pytest -q tests/infra` with
+the Python of .venv-infra, made from requirements-infra.txt alone, first on PATH (the CDK CLI's
+`python3 app.py` is that one too); the one infra test that needs moto, which that environment
+lacks, runs here after the third. The logs are printed at the end (and kept under build/). The
+exit status is non-zero when any process fails. Plain `pytest` runs the same tests in one
+process.
 
     python scripts/run_tests.py [PYTEST_ARGS...]   (passed to each process)
 """
@@ -26,6 +27,9 @@ INFRA_BIN = os.path.join(REPO, ".venv-infra", "bin")
 # (tests, the Python that runs them)
 BESIDE = (("tests/training/test_job.py", sys.executable),
           ("tests/training/test_strategies.py", sys.executable),
+          # The two longest module runs of the rest: left in "the other tests", they ran on
+          # alone for minutes after the launcher's and infra's processes had ended.
+          ("tests/training/test_fine_tune.py tests/training/test_batch_norm.py", sys.executable),
           # Their moto server and the CDK synth wait on I/O and Node as much as on the cores.
           ("tests/launcher", sys.executable),
           ("tests/infra", os.path.join(INFRA_BIN, "python")))
@@ -39,7 +43,9 @@ def main(extra) -> int:
     started = time.time()
     beside = []
     for path, python in BESIDE:
-        log = os.path.join(LOG_DIR, f"test-{os.path.basename(path).removesuffix('.py')}.log")
+        paths = path.split()
+        log = os.path.join(LOG_DIR, "test-" + "+".join(
+            os.path.basename(p).removesuffix(".py") for p in paths) + ".log")
         env = dict(os.environ)
         if python != sys.executable:
             env["PATH"] = os.path.dirname(python) + os.pathsep + env.get("PATH", "")
@@ -47,12 +53,12 @@ def main(extra) -> int:
         with open(log, "w", encoding="utf-8") as out:
             # No cache plugin: several processes writing .pytest_cache at once would race.
             process = subprocess.Popen(
-                [python, "-m", "pytest", "-p", "no:cacheprovider", path, *extra],
+                [python, "-m", "pytest", "-p", "no:cacheprovider", *paths, *extra],
                 cwd=REPO, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
         beside.append((path, log, process))
         print(f"{path} running beside the other tests (log: {os.path.relpath(log, REPO)})",
               flush=True)
-    ignored = [f"--ignore={path}" for path, _ in BESIDE]
+    ignored = [f"--ignore={p}" for path, _ in BESIDE for p in path.split()]
     statuses = {"the other tests": subprocess.call([sys.executable, "-m", "pytest", *ignored,
                                                     *extra], cwd=REPO)}
     # Apart: a node id under an --ignore'd folder is not collected beside its parent folder.

@@ -7,7 +7,9 @@ goes through start-up, the first step (which traces the graph) and an evaluation
 batch traces the inference) before the stop, the first step asserted longer than the step budget
 without progress (as each rank's watchdog says on leaving it) and none a stall: their budget is
 the slow phases'. The
-watchdog's logic: test_watchdog.py."""
+watchdog's logic: test_watchdog.py. A stopped MultiWorkerMirroredStrategy worker and a stopped
+parameter server: test_strategies.py (resuming its module's runs, which saves their first steps).
+"""
 
 import os
 import re
@@ -21,7 +23,7 @@ from maskrcnn_job.training import watchdog
 
 from tests.training.playback import TINY
 from tests.training.test_job import _opt_ml, measured
-from tests.training.test_strategies import _descendants
+from tests.training.test_strategies import _process_with
 
 # Below the longest time without progress of the first step and of the evaluation at step 8 on
 # both ranks, measured 38.9..49.8 s and 15.3..20.6 s in two runs (a step: 1.3 s), on this 2-core
@@ -32,23 +34,6 @@ STEP_BUDGET_MINUTES = 0.15
 # report, mpirun's abort and the hosts' teardown. Measured before the peers were asked: 8.4 s
 # (23.4 s from the stop to the end, 2 CPU cores shared with other test runs).
 END_AFTER_BUDGET_SECONDS = 30
-
-
-def _process_with(root: int, variable: str) -> int:
-    """The one training process below `root` whose environment holds `variable` (NAME=VALUE)."""
-    matches = []
-    for pid in _descendants(root):
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                environment = f.read().split(b"\0")
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                command = f.read()
-        except OSError:
-            continue
-        if variable.encode() in environment and b"train.py" in command:
-            matches.append(pid)
-    assert len(matches) == 1, f"processes with {variable} below {root}: {matches}"
-    return matches[0]
 
 
 def _run_and_stop(work_dir, args, variable, when_line_matches, timeout=420):

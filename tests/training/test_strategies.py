@@ -3,11 +3,18 @@ same job, inputs and outputs as Horovod's (tests/training/test_job.py), and each
 failure behaviour. Each first run is the launcher's request, played as SageMaker starts it
 (tests/training/playback.py), on a data source of its own (Horovod's is S3):
 
-- multi_worker_mirrored, from EFS: 20 steps; then a local run that resumes them and in which a
-  worker fails.
+- multi_worker_mirrored, from EFS: 20 steps; then two local runs that resume them: in one a
+  worker fails, in the other worker 1 is stopped (SIGSTOP).
 - parameter_server, from FSx: 40 steps during which the worker on algo-2 is killed (the job still
-  finishes); then a local run that resumes them and loses a parameter server.
-The failing runs check the resume too, without paying for an evaluation and an export.
+  finishes); then a local run that resumes them and in which ps:1 is stopped (SIGSTOP).
+The failing runs check the resume too, without paying for an evaluation and an export. A stopped
+process writes nothing: the process that waits for it fails the job, naming the stopped one and
+its host (docs/operations.md, "A hung job"; Horovod's: test_stall.py): under MWMS worker 0, whose
+collectives TensorFlow aborts once worker 1's heartbeats stop (job.peer_lost); under parameter
+servers the chief's stall watchdog, from every host's supervisor. A PS that exits instead
+(SIGKILL) ends its host at once, naming it: the supervisor's unit test
+(test_parameter_server_host.py); the first parameter_server run's killed worker and the MWMS
+failing worker cover a task's death and a second host's failure ending the job end to end.
 The supervision of one host's tasks is tested with stand-in tasks in test_parameter_server_host,
 a failing chief included (its host fails; the failure file is the job's, as under the other
 strategies).
@@ -34,6 +41,20 @@ from tests.training.test_job import (FAILING_TRAIN, TINY, _assert_exports_the_tr
 # from a worker's failure to the job's end 3.6 s (MultiWorkerMirroredStrategy), from a parameter
 # server's kill to the job's end 4.1 s.
 FAILURE_TO_END_SECONDS = {"multi_worker_mirrored": 30, "parameter_server": 30}
+# The parameter-server stall run's step budget (stall_timeout_minutes; the slow phases get 5 min):
+# above a step's time with make test's other sessions beside it, under the first steps' tracing.
+STALL_BUDGET_MINUTES = 0.25
+# TensorFlow's coordination service declares a MultiWorkerMirroredStrategy worker that sent no
+# heartbeat for this long lost (its default, kDefaultHeartbeatTimeout), and aborts the others'
+# collectives: before any stall budget.
+TF_HEARTBEAT_TIMEOUT_SECONDS = 10
+# From the stop to the job's end, beyond the step budget (MWMS: the heartbeat timeout): the
+# watchdog's check period (a tenth of the budget), asking the peers (peers.ASK_ALL_TIMEOUT_S at
+# most), the failure report, the host's exit and the cluster's teardown. Measured 2026-11-27 on
+# this 2-core machine with other sessions' runs beside (load 4 to 6): MWMS 13.7 s from the stop
+# to the end (TensorFlow's abort 10.7 s after the stop, in an earlier run), PS 20.2 and 19.3 s
+# (5.2 and 4.3 s beyond the budget).
+END_AFTER_BUDGET_SECONDS = {"multi_worker_mirrored": 30, "parameter_server": 30}
 
 
 def _steps(output):
@@ -71,11 +92,11 @@ def _descendants(root: int) -> List[int]:
     return found
 
 
-def _kill_task(root: int, task: str) -> int:
-    """SIGKILLs the one process below `root` (this run's: the test process for a playback, the
-    local run's process otherwise) that runs `task` (the job's tasks carry --tf_task=TYPE:INDEX
-    in their arguments), and no other process; returns its id. Another run on this machine,
-    even of the same job, is not below `root`."""
+def _kill_task(root: int, task: str, sig: int = signal.SIGKILL) -> int:
+    """Sends `sig` to the one process below `root` (this run's: the test process for a playback,
+    the local run's process otherwise) that runs `task` (the job's tasks carry
+    --tf_task=TYPE:INDEX in their arguments), and no other process; returns its id. Another run
+    on this machine, even of the same job, is not below `root`."""
     argument = f"--tf_task={task}".encode()
     matches = []
     for pid in _descendants(root):
@@ -87,13 +108,43 @@ def _kill_task(root: int, task: str) -> int:
         if argument in arguments:
             matches.append(pid)
     assert len(matches) == 1, f"processes of task {task} below {root}: {matches}"
-    os.kill(matches[0], signal.SIGKILL)
+    os.kill(matches[0], sig)
     return matches[0]
 
 
-def _run_and_kill(work_dir, args, task, when_line_matches, timeout=900):
-    """A local run during which its task `task` (TYPE:INDEX) is killed once a line matching
-    `when_line_matches` appears. Returns (exit status, output, kill time or None, end time)."""
+def _process_with(root: int, variable: str) -> int:
+    """The one training process below `root` whose environment holds `variable` (NAME=VALUE).
+    A shell that started it with the same environment and command line (the toolkit's process
+    runner starts the program through `sh -c`) is left out: the one below it is the program."""
+    matches = []
+    for pid in _descendants(root):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                environment = f.read().split(b"\0")
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                command = f.read()
+        except OSError:
+            continue
+        if variable.encode() in environment and b"train.py" in command:
+            matches.append(pid)
+    matches = [pid for pid in matches if not set(_descendants(pid)) & set(matches)]
+    assert len(matches) == 1, f"processes with {variable} below {root}: {matches}"
+    return matches[0]
+
+
+def _stop_mirrored_worker(root: int, host: str) -> int:
+    """SIGSTOPs the one MultiWorkerMirroredStrategy worker on `host` (the toolkit starts one
+    training process a host, with SM_CURRENT_HOST); returns its id."""
+    pid = _process_with(root, f"SM_CURRENT_HOST={host}")
+    os.kill(pid, signal.SIGSTOP)
+    return pid
+
+
+def _run_and_kill(work_dir, args, task, when_line_matches, timeout=900, sig=signal.SIGKILL,
+                  send=None):
+    """A local run during which its task `task` (TYPE:INDEX) is sent `sig` (SIGKILL) once a
+    line matching `when_line_matches` appears, or `send(root)` runs then where given. Returns
+    (exit status, output, the time it was sent or None, end time)."""
     command = [sys.executable, "-m", "maskrcnn_local.local_run", "--work-dir", str(work_dir),
                *TINY, *args, "--timeout", str(timeout - 30)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -105,9 +156,21 @@ def _run_and_kill(work_dir, args, task, when_line_matches, timeout=900):
         for line in process.stdout:
             lines.append(line)
             if killed_at is None and re.search(when_line_matches, line):
-                _kill_task(process.pid, task)
+                if send is not None:
+                    send(process.pid)
+                else:
+                    _kill_task(process.pid, task, sig)
                 killed_at = time.time()
         status = process.wait()
+    except BaseException:
+        # Not left running (a failed look-up of the task): SIGINT lets local_run stop its hosts.
+        process.send_signal(signal.SIGINT)
+        try:
+            process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+        raise
     finally:
         watchdog.cancel()
     return status, "".join(lines), killed_at, time.time()
@@ -177,6 +240,34 @@ def test_mirrored_resumes_and_a_failing_worker_fails_the_job_fast(mirrored):
     seconds = measured("multi_worker_mirrored: failure to the job's end (s)",
                        run.finished_at - failed_at)
     assert seconds < FAILURE_TO_END_SECONDS["multi_worker_mirrored"]
+
+
+def test_mirrored_a_stopped_worker_fails_the_job_naming_it(mirrored):
+    """Worker 1 (algo-2) is stopped once step 25 is logged: worker 0 waits in step 26's
+    collectives until TensorFlow's coordination service, which worker 1 no longer sends
+    heartbeats, aborts them (TF_HEARTBEAT_TIMEOUT_SECONDS, long before any stall budget: this
+    run's is a minute, so that the order is sure). Worker 0 fails naming worker 1 and its host,
+    and its status server confirms it frozen (not answering) rather than gone."""
+    work = mirrored["work"]
+    status, output, stopped_at, ended_at = _run_and_kill(
+        work, ["--distribution", "multi_worker_mirrored", "--hosts", "2", "--hp", "max_steps=60",
+               "--resume", "--hp", "stall_timeout_minutes=1",
+               "--hp", "stall_timeout_slow_phases_minutes=5"],
+        None, r"^\[algo-1\].*\bstep 25/60 ",
+        send=lambda root: _stop_mirrored_worker(root, "algo-2"))
+    assert stopped_at is not None, output[-5000:]
+    assert "resumed from /opt/ml/checkpoints/ckpt-20 at step 20" in output
+    assert status != 0
+    assert "stalled: no progress" not in output
+    reason = output.split("failure (job failure reason):\n", 1)[1]
+    first = reason.splitlines()[0]
+    assert first == ("worker 0 on algo-1: PeerLostError: TensorFlow's coordination service lost "
+                     "worker 1 on algo-2 (no heartbeats within its timeout); not answering: "
+                     "worker 1 on algo-2"), reason[:1500]
+    assert (_opt_ml(work, "algo-1") / "output" / "failure").read_text().startswith(first)
+    seconds = measured("multi_worker_mirrored: worker stopped to the job's end (s)",
+                       ended_at - stopped_at)
+    assert seconds < TF_HEARTBEAT_TIMEOUT_SECONDS + END_AFTER_BUDGET_SECONDS["multi_worker_mirrored"]
 
 
 @pytest.fixture(scope="module")
@@ -249,16 +340,27 @@ def test_parameter_servers_the_fsx_channel_is_below_the_mount_name(parameter_ser
     assert source["DirectoryPath"] == "/abcd1234/datasets/coco2017"
 
 
-def test_parameter_servers_resume_and_a_lost_ps_ends_the_job_fast(parameter_servers):
+def test_parameter_servers_resume_and_a_stopped_ps_fails_the_job_naming_it(parameter_servers):
+    """ps:1 (algo-2) is stopped once the resumed run logs its first steps: the workers' steps
+    wait for its variables, the chief's watchdog fires, and every host's supervisor says how its
+    tasks are: ps:1 stopped."""
     work = parameter_servers["work"]
-    status, output, killed_at, ended_at = _run_and_kill(
+    status, output, stopped_at, ended_at = _run_and_kill(
         work, ["--distribution", "parameter_server", "--hosts", "2", "--hp", "max_steps=200",
-               "--resume"],
-        "ps:1", r"^\[algo-1\] step \d+/200")
+               "--resume", "--hp", f"stall_timeout_minutes={STALL_BUDGET_MINUTES}",
+               "--hp", "stall_timeout_slow_phases_minutes=5"],
+        "ps:1", r"^\[algo-1\] step \d+/200", sig=signal.SIGSTOP)
     assert re.search(r"resumed from /opt/ml/checkpoints/ckpt-4\d at step 4\d", output), \
         output[-3000:]
     assert status != 0
-    assert killed_at is not None
-    seconds = measured("parameter_server: PS killed to the job's end (s)", ended_at - killed_at)
-    assert seconds < FAILURE_TO_END_SECONDS["parameter_server"]
-    assert "parameter server ps:1 on algo-2 was killed by signal SIGKILL" in output
+    assert stopped_at is not None
+    reason = output.split("failure (job failure reason):\n", 1)[1]
+    first = reason.splitlines()[0]
+    assert re.fullmatch(r"chief 0 on algo-1 stalled: no progress for 0\.(2[5-9]|3\d) min in "
+                        r"phase train \(last finished step \d+\); stopped by a signal: ps:1 on "
+                        r"algo-2; answering: the supervisor on algo-1 \(running: ps:0, worker:0, "
+                        r"chief:0\), the supervisor on algo-2 \(running: worker:1\)", first), \
+        reason[:1500]
+    assert (_opt_ml(work, "algo-1") / "output" / "failure").read_text().startswith(first)
+    seconds = measured("parameter_server: PS stopped to the job's end (s)", ended_at - stopped_at)
+    assert seconds < STALL_BUDGET_MINUTES * 60 + END_AFTER_BUDGET_SECONDS["parameter_server"]

@@ -377,3 +377,118 @@ def test_a_stopped_process_is_not_answering(fast_peers):
         process.kill()
         process.wait()
         process.stdout.close()
+
+
+# Under parameter servers: every host's supervisor answers for its tasks (the chief's peers are
+# TensorFlow's servers). The supervisor itself: test_parameter_server_host.py.
+
+
+def _supervisor(host, tasks):
+    return peers.Answer({"who": "the supervisor", "host": host, "port": 2225}, status={
+        "who": "the supervisor", "host": host,
+        "tasks": [{"task": name, "pid": 100 + k, "state": state, "restarts": restarts}
+                  for k, (name, state, restarts) in enumerate(tasks)]})
+
+
+def test_a_supervisors_stopped_task_comes_first_then_what_else_is_wrong():
+    answers = [_supervisor("algo-1", [("ps:0", "running", 0), ("worker:0", "running", 0),
+                                      ("chief:0", "running", 0)]),
+               _supervisor("algo-2", [("ps:1", "stopped", 0), ("worker:1", "running", 2)]),
+               _supervisor("algo-3", [("ps:2", "in uninterruptible sleep", 0),
+                                      ("worker:2", "exited with status 1", 3)]),
+               peers.Answer({"who": "the supervisor", "host": "algo-4", "port": 2225})]
+    assert peers.describe(answers, 1000) == (
+        "; stopped by a signal: ps:1 on algo-2"
+        "; not answering: the supervisor on algo-4"
+        "; tasks not running: ps:2 on algo-3 (in uninterruptible sleep), "
+        "worker:2 on algo-3 (exited with status 1)"
+        "; answering: the supervisor on algo-1 (running: ps:0, worker:0, chief:0), "
+        "the supervisor on algo-2 (running: worker:1 restarted 2 times), "
+        "the supervisor on algo-3 (running: none)")
+
+
+def test_supervisors_whose_tasks_all_run_say_every_peer_answers():
+    answers = [_supervisor("algo-1", [("ps:0", "running", 0), ("chief:0", "running", 0)]),
+               _supervisor("algo-2", [("ps:1", "running", 0), ("worker:1", "running", 1)])]
+    assert peers.describe(answers, 1000) == (
+        "; every peer answers: the supervisor on algo-1 (running: ps:0, chief:0), "
+        "the supervisor on algo-2 (running: ps:1, worker:1 restarted 1 time)")
+    many = [_supervisor(f"algo-{k}", [(f"ps:{k}", "stopped", 0)]) for k in range(1, 300)]
+    text = peers.describe(many, 880)
+    assert len(text) <= 880 and text.startswith("; stopped by a signal: ps:1 on algo-1, ")
+
+
+def test_known_peers_are_asked_without_the_exchange_and_a_frozen_supervisor_is_named(
+        fast_peers, tmp_path):
+    """The parameter-server chief's watchdog (job.stall_watchdog adds every host's supervisor):
+    a host whose supervisor is frozen (the host hung) is not answering; its exchange, which
+    yields no peer under parameter servers, changes nothing."""
+    reports, exits, fired = [], [], threading.Event()
+    frozen = FrozenPeer()
+    stream = open(tmp_path / "stderr.txt", "w", encoding="utf-8")
+    dog = stall.Watchdog("chief 0", "algo-1", 0.3, 5.0, report=reports.append,
+                         exit=lambda status: (exits.append(status), fired.set()), stream=stream)
+    try:
+        dog.add_peers([{"who": "the supervisor", "host": "algo-1", "port": frozen.port}])
+        dog.set_peers([dog.serve_status(bind="127.0.0.1")])  # the chief's gather: itself alone
+        dog.start(stall.TRAIN)
+        assert fired.wait(10)
+    finally:
+        dog.stop()
+        frozen.close()
+        stream.close()
+    assert reports[0].splitlines()[0] == (
+        "chief 0 on algo-1 stalled: no progress for 0.01 min in phase train (no step finished "
+        "yet); not answering: the supervisor on algo-1")
+    assert exits == [stall.EXIT_STATUS]
+
+
+# TensorFlow losing a peer (job.peer_lost): a frozen MultiWorkerMirroredStrategy worker stops
+# sending heartbeats, and the coordination service aborts the others' collectives within seconds,
+# before any stall budget. What worker 0 raised when worker 1 was stopped on 2 emulated hosts
+# (TF 2.21; test_strategies.py), cut:
+ABORTED = """Graph execution error:
+
+Detected at node mask_rcnn_model/res_net/strategy_sync_batch_normalization/moments/CollectiveReduceV2 defined at (most recent call last):
+  File "/opt/ml/code/train.py", line 10, in <module>
+
+Collective ops is aborted by: Error reported from /job:worker/task:1: The following tasks are unhealthy (stopped sending heartbeats):
+/job:worker/replica:0/task:1
+The tasks have crashed. Check the task logs for an earlier error, or scheduler events (e.g. preemption, eviction) to debug further.
+The error could be from a previous operation. Restart your program to reset.
+	 [[{{node mask_rcnn_model/res_net/strategy_sync_batch_normalization/moments/CollectiveReduceV2}}]] [Op:__inference_one_step_42275]"""
+
+
+def test_the_peers_tensorflow_lost_are_named_with_their_hosts():
+    from maskrcnn_job import job
+    from maskrcnn_job.distribution import cluster_spec
+
+    mirrored = cluster_spec.multi_worker_mirrored(["algo-1", "algo-2"], "algo-1")
+    assert job.lost_peers(ABORTED, mirrored) == ["worker 1 on algo-2"]
+    assert job.lost_peers(ABORTED, None) == ["worker 1"]  # no cluster: no host
+    servers = cluster_spec.parameter_server(["algo-1", "algo-2", "algo-3"], ("chief", 0))
+    two = ("unhealthy (stopped sending heartbeats):\n/job:ps/replica:0/task:1\n"
+           "/job:worker/replica:0/task:2\nThe tasks have crashed.")
+    assert job.lost_peers(two, servers) == ["ps 1 on algo-2", "worker 2 on algo-3"]
+    assert job.lost_peers("UnavailableError: Socket closed", mirrored) == []
+
+
+def test_a_lost_peer_fails_naming_it_and_what_its_status_server_says(monkeypatch):
+    from maskrcnn_job import job
+    from maskrcnn_job.distribution import cluster_spec
+
+    monkeypatch.setenv(cluster_spec.TF_CONFIG, json.dumps(
+        cluster_spec.multi_worker_mirrored(["algo-1", "algo-2"], "algo-1")))
+    asked = []
+    monkeypatch.setattr(peers, "ask_all", lambda table, own_host: asked.extend(table) or [
+        peers.Answer(address) for address in table])  # nothing answers: frozen
+    dog = stall.Watchdog("worker 0", "algo-1", 60, 600, report=print)
+    dog.set_peers([{"who": "worker 0", "host": "algo-1", "port": 1},
+                   {"who": "worker 1", "host": "algo-2", "port": 2}])
+    lost = job.peer_lost(RuntimeError(ABORTED), dog)
+    first, second = str(lost).splitlines()[:2]
+    assert first == ("TensorFlow's coordination service lost worker 1 on algo-2 (no heartbeats "
+                     "within its timeout); not answering: worker 1 on algo-2")
+    assert second == "RuntimeError: Graph execution error:"
+    assert asked == [{"who": "worker 1", "host": "algo-2", "port": 2}]
+    assert job.peer_lost(RuntimeError("injected failure at step 23"), dog) is None

@@ -11,16 +11,21 @@ Inputs are read from the SageMaker layout (channels, hyperparameters.json); on a
 goes to /opt/ml/output/failure and the process exits non-zero at once, without waiting on
 collectives, so that mpirun (-mca orte_abort_on_non_zero_status 1) or SageMaker ends the job. A
 process that trains does the same when it makes no progress for too long (training/watchdog.py).
+A process whose TensorFlow lost a peer (its coordination service's heartbeats: a frozen
+MultiWorkerMirroredStrategy worker aborts the others' collectives within seconds, long before any
+stall budget) fails naming that peer and its host, and what the peers' status servers say
+(`PeerLostError`).
 """
 
 import ctypes
 import glob
 import logging
 import os
+import re
 import sys
 import traceback
 import warnings
-from typing import Optional
+from typing import List, Optional
 
 from maskrcnn_contract import hyperparameters, job_io
 
@@ -143,10 +148,60 @@ def report_failure(env: sagemaker_env.JobEnvironment, message: str) -> None:
 def stall_watchdog(env: sagemaker_env.JobEnvironment,
                    hps: hyperparameters.Hyperparameters) -> stall.Watchdog:
     """This process's stall watchdog (not started): its report is the failure's."""
-    return stall.Watchdog(rank_from_environment(), env.current_host,
-                          step_budget_s=hps.stall_timeout_minutes * 60,
-                          slow_budget_s=hps.stall_timeout_slow_phases_minutes * 60,
-                          report=lambda message: report_failure(env, message))
+    watchdog = stall.Watchdog(rank_from_environment(), env.current_host,
+                              step_budget_s=hps.stall_timeout_minutes * 60,
+                              slow_budget_s=hps.stall_timeout_slow_phases_minutes * 60,
+                              report=lambda message: report_failure(env, message))
+    if hps.distribution == "parameter_server":
+        # The chief's peers are TensorFlow's servers, which serve no status: every host's
+        # supervisor answers for its tasks instead.
+        from maskrcnn_job.distribution import parameter_server_host
+
+        watchdog.add_peers(parameter_server_host.status_addresses(env.hosts))
+    return watchdog
+
+
+class PeerLostError(RuntimeError):
+    """TensorFlow declared peers lost and failed this process's step; the message's first line
+    names them, their hosts and what the stall watchdog's peers answer."""
+
+
+# TensorFlow's coordination service, on peers that missed their heartbeats (TF 2.21's words).
+_UNHEALTHY = re.compile(r"unhealthy \(stopped sending heartbeats\):\s*"
+                        r"((?:/job:\w+/replica:\d+/task:\d+\s*)+)")
+
+
+def lost_peers(text: str, tf_config: Optional[dict]) -> List[str]:
+    """The tasks that TensorFlow's error `text` says stopped sending heartbeats, as the job names
+    processes ("worker 1 on algo-2": the host from the TF_CONFIG cluster), in order."""
+    names = []
+    for match in _UNHEALTHY.finditer(text):
+        for task_type, index in re.findall(r"/job:(\w+)/replica:\d+/task:(\d+)", match.group(1)):
+            try:
+                host = " on " + cluster_spec.address(tf_config, (task_type, int(index))) \
+                    .rsplit(":", 1)[0]
+            except (KeyError, IndexError, TypeError):
+                host = ""
+            if f"{task_type} {index}{host}" not in names:
+                names.append(f"{task_type} {index}{host}")
+    return names
+
+
+def peer_lost(error: BaseException, watchdog: stall.Watchdog) -> Optional[PeerLostError]:
+    """`error` as a PeerLostError if TensorFlow raised it for lost peers, else None. Its first
+    line: "TensorFlow's coordination service lost worker 1 on algo-2 (...)", then what the peers
+    answer ("; not answering: worker 1 on algo-2": frozen, not crashed); the error follows."""
+    try:
+        config = cluster_spec.current()
+    except cluster_spec.ClusterError:
+        config = None
+    lost = lost_peers(str(error), config)
+    if not lost:
+        return None
+    first = (f"TensorFlow's coordination service lost {', '.join(lost)} (no heartbeats within "
+             "its timeout)")
+    first += watchdog.ask_peers(stall.FIRST_LINE_CHARS - len(first) - 80)  # never raises
+    return PeerLostError(f"{first}\n{type(error).__name__}: {error}")
 
 
 def build_trainer(env: sagemaker_env.JobEnvironment, hps: hyperparameters.Hyperparameters,
@@ -211,7 +266,13 @@ def run(env: sagemaker_env.JobEnvironment) -> None:
             return
     watchdog = stall_watchdog(env, hps)
     watchdog.start(stall.START)
-    build_trainer(env, hps, watchdog).run()
+    try:
+        build_trainer(env, hps, watchdog).run()
+    except Exception as error:
+        lost = peer_lost(error, watchdog)
+        if lost is None:
+            raise
+        raise lost from error
     watchdog.stop()
     if hps.distribution != "horovod":
         # Done, files closed. At interpreter exit TensorFlow's coordination service would wait

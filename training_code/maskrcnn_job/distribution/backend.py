@@ -37,6 +37,9 @@ class Backend(Protocol):
     num_gpus: int        # GPUs this process uses
     sync_batch_norm_layer: type  # the tf_keras batch norm over the global batch
     checkpoint_options: Any      # tf.train.CheckpointOptions for save and restore, or None
+    # Steps whose first run builds the step's graph where it runs: 1, or one per PS worker (the
+    # trainer runs that many first, in the stall watchdog's slow phase `first step`).
+    first_steps: int
 
     def scope(self) -> ContextManager:
         """Where the model and optimizer are created (a strategy's scope; nothing for Horovod)."""

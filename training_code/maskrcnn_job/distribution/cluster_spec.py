@@ -15,7 +15,8 @@ Pure Python: the job, local_run and the tests call it without TensorFlow.
   needs every worker and PS to be a bare `tf.distribute.Server`. So the launch sends no toolkit
   flag; the toolkit runs train.py once per host, and the job starts this host's tasks itself
   (maskrcnn_job/distribution/parameter_server_host.py): a PS and a worker on every host (the PS on CPU, the
-  worker with the host's GPUs), the chief (coordinator) on the first host.
+  worker with the host's GPUs), the chief (coordinator) on the first host. That process (the
+  host's supervisor) also serves its tasks' states at SUPERVISOR_PORT.
 """
 
 import json
@@ -26,6 +27,9 @@ MWMS_PORT = 8890    # the toolkit's
 CHIEF_PORT = 2222
 WORKER_PORT = 2223
 PS_PORT = 2224
+# Each host's supervisor of its parameter-server tasks serves their states there, for the chief's
+# stall watchdog (parameter_server_host.py); the training security group admits it (SM-3).
+SUPERVISOR_PORT = 2225
 
 TF_CONFIG = "TF_CONFIG"
 

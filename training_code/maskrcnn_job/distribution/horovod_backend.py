@@ -56,6 +56,8 @@ class HorovodSyncBatchNormalization(tf_keras.layers.BatchNormalization):
 class HorovodBackend:
     """Horovod over MPI or Gloo: one process (rank) per GPU, or per CPU slot without GPUs."""
 
+    first_steps = 1
+
     def __init__(self, fp16_allreduce: bool = False):
         import horovod.tensorflow as hvd
 

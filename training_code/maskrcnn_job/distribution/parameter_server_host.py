@@ -14,6 +14,14 @@ a PS and a worker on every host, the chief (the coordinator, which trains) on th
   stops the job): the tasks are stopped and the host exits 0, as the toolkit's own PS mode waits
   for its master.
 SIGTERM (SageMaker stopping the job) stops every task.
+
+The supervisor also serves its tasks' states (`HostTasks.status`: each task's pid, its state read
+from /proc, "stopped" after a SIGSTOP, its restarts) at cluster_spec.SUPERVISOR_PORT, in the
+protocol of the stall watchdog's peers (training/peers.py): the chief is the only process that
+runs the training loop, and its peers are TensorFlow's servers, which serve no status; when its
+watchdog fires, it asks every host's supervisor (`status_addresses`), so that the job's failure
+reason names the frozen task and its host ("stopped by a signal: ps:1 on algo-2"), or the host
+whose supervisor no longer answers.
 """
 
 import json
@@ -25,12 +33,13 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 from maskrcnn_contract.hyperparameters import Hyperparameters
 
 from maskrcnn_job import sagemaker_env
 from maskrcnn_job.distribution import cluster_spec
+from maskrcnn_job.training import peers
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +49,11 @@ POLL_SECONDS = 0.5
 # on a busy host take a minute at most; the dataset is read later).
 CHIEF_START_TIMEOUT_SECONDS = 900
 CHIEF_GONE_AFTER_FAILED_PROBES = 3
+SUPERVISOR = "the supervisor"  # its name in the chief's stall report: "the supervisor on algo-2"
+# /proc/<pid>/stat's state -> a task's state in the supervisor's status (peers.py reads them).
+PROC_STATES = {"R": peers.RUNNING, "S": peers.RUNNING, "I": peers.RUNNING,
+               "D": "in uninterruptible sleep", "T": "stopped", "t": "traced",
+               "Z": "exited", "X": "exited"}
 
 
 class TaskFailed(RuntimeError):
@@ -61,6 +75,23 @@ def _describe_exit(status: int) -> str:
     return f"exited with status {status}"
 
 
+def process_state(pid: int, proc: str = "/proc") -> str:
+    """The state of process `pid` (PROC_STATES), "gone" if it no longer exists."""
+    try:
+        with open(os.path.join(proc, str(pid), "stat"), encoding="utf-8") as f:
+            code = f.read().rsplit(")", 1)[1].split()[0]  # pid (comm) state ...: comm may hold ")"
+    except (OSError, IndexError):
+        return "gone"
+    return PROC_STATES.get(code, f"in state {code}")
+
+
+def status_addresses(hosts) -> List[peers.Address]:
+    """Every host's supervisor, as the chief's stall watchdog asks them: at a fixed port, known
+    from the hosts alone (no exchange: the chief has no peer that runs the loop)."""
+    return [{"who": SUPERVISOR, "host": host, "port": cluster_spec.SUPERVISOR_PORT}
+            for host in hosts]
+
+
 class HostTasks:
     """This host's task processes."""
 
@@ -70,20 +101,41 @@ class HostTasks:
         self.program_argv = list(program_argv)
         self.processes: Dict[cluster_spec.Task, subprocess.Popen] = {}
         self.restarts: Dict[cluster_spec.Task, int] = {}
+        self._lock = threading.Lock()  # `status` reads the processes from the server's thread
 
     def start(self, task: cluster_spec.Task) -> None:
         environment = dict(os.environ)
         environment[cluster_spec.TF_CONFIG] = json.dumps(
             cluster_spec.parameter_server(self.hosts, task))
         command = self.program_argv + [f"--tf_task={task[0]}:{task[1]}"]
-        self.processes[task] = subprocess.Popen(command, env=environment)
+        process = subprocess.Popen(command, env=environment)
+        with self._lock:
+            self.processes[task] = process
         log.info("%s: started %s:%d (pid %d)", self.current_host, task[0], task[1],
                  self.processes[task].pid)
+
+    def status(self) -> dict:
+        """What this supervisor answers the chief's stall watchdog (peers.py): its tasks, in the
+        order they were started, each with its state (an exited one's as `check` says it)."""
+        with self._lock:
+            processes = list(self.processes.items())
+            restarts = dict(self.restarts)
+        tasks = []
+        for task, process in processes:
+            code = process.returncode  # set by `check`'s poll, in the main thread
+            tasks.append({"task": f"{task[0]}:{task[1]}", "pid": process.pid,
+                          "state": process_state(process.pid) if code is None
+                          else _describe_exit(code),
+                          "restarts": restarts.get(task, 0)})
+        return {"who": SUPERVISOR, "host": self.current_host, "tasks": tasks}
 
     def stop_all(self, grace_seconds: float = 10.0) -> None:
         for process in self.processes.values():
             if process.poll() is None:
                 process.terminate()
+                # A stopped task (SIGSTOP) holds the SIGTERM until continued, else it would take
+                # the whole grace and a SIGKILL.
+                process.send_signal(signal.SIGCONT)
         deadline = time.time() + grace_seconds
         for process in self.processes.values():
             try:
@@ -109,7 +161,8 @@ class HostTasks:
             if self.restarts.get(task, 0) >= MAX_WORKER_RESTARTS:
                 raise TaskFailed(f"worker {where} {_describe_exit(status)} after "
                                  f"{MAX_WORKER_RESTARTS} restarts")
-            self.restarts[task] = self.restarts.get(task, 0) + 1
+            with self._lock:
+                self.restarts[task] = self.restarts.get(task, 0) + 1
             log.warning("worker %s %s; starting it again (restart %d of %d): the coordinator "
                         "runs its steps on the other workers meanwhile", where,
                         _describe_exit(status), self.restarts[task], MAX_WORKER_RESTARTS)
@@ -135,6 +188,7 @@ def run(env: sagemaker_env.JobEnvironment, hps: Hyperparameters,
 
     if threading.current_thread() is threading.main_thread():  # where signals are delivered
         signal.signal(signal.SIGTERM, on_sigterm)
+    server = serve_status(tasks)
     try:
         for task in cluster_spec.parameter_server_tasks(env.hosts, env.current_host):
             tasks.start(task)
@@ -163,3 +217,17 @@ def run(env: sagemaker_env.JobEnvironment, hps: Hyperparameters,
             time.sleep(POLL_SECONDS)
     finally:
         tasks.stop_all()
+        if server is not None:
+            server.close()
+
+
+def serve_status(tasks: HostTasks) -> Optional[peers.StatusServer]:
+    """This host's tasks' states at SUPERVISOR_PORT, before they start (the chief may stall in its
+    start-up); None if it cannot listen, which leaves the job as it was (said in the log)."""
+    try:
+        return peers.StatusServer(tasks.status, port=cluster_spec.SUPERVISOR_PORT)
+    except OSError as error:
+        # No exception class name in the log (the toolkit's failure scan, aws-rules.md SM-9).
+        print(f"{tasks.current_host}: the supervisor serves no status for the chief's stall "
+              f"watchdog ({error})", flush=True)
+        return None

@@ -101,6 +101,7 @@ class _StrategyBackend:
 
     size = property(lambda self: self.strategy.num_replicas_in_sync)
     local_rank = property(lambda self: 0)
+    first_steps = 1  # every replica steps at once
     sync_batch_norm_layer = StrategySyncBatchNormalization
 
     def scope(self):
@@ -244,6 +245,10 @@ class ParameterServerBackend(_StrategyBackend):
         resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
         self.strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
         self.coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(self.strategy)
+        # Each worker builds the step's graph on its first step, not when the chief traces it: one
+        # first step per worker, scheduled together, so each idle worker takes one (a worker's
+        # first step in the step budget stalled a 2-host run on a loaded machine).
+        self.first_steps = len(tf_config["cluster"]["worker"])
 
     rank = property(lambda self: 0)
     # `size`: the replicas of one worker; they step together, the workers do not.

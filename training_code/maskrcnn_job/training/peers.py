@@ -13,6 +13,11 @@ process whose watchdog fires asks every other one (`ask_all`, in parallel, a few
   connect: "not reached", with the error;
 - the others answer with their phase and last step: when every peer answers, the stall is in a
   collective every process waits in, or in the reporting process itself.
+Under parameter servers the chief alone runs the loop, and its peers are TensorFlow's servers,
+which serve no status; each host's supervisor (distribution/parameter_server_host.py) answers for
+its tasks instead, on the same protocol: {"who": "the supervisor", "host", "tasks": [{"task":
+"ps:1", "pid", "state", "restarts"}]}, a task's state read from /proc ("stopped": SIGSTOP, which
+leaves a frozen process's sockets open, so nothing else would tell).
 `describe` turns the answers into the text appended to the stall report's first line, kept short
 enough for the job's FailureReason (1024 characters). Pure Python (sockets and threads), no
 TensorFlow: the watchdog (watchdog.py) holds the server and asks.
@@ -38,6 +43,10 @@ LOOPBACK = "127.0.0.1"
 # port None where that process could not serve its status.
 Address = Dict[str, object]
 
+RUNNING = "running"  # a supervisor's task that is alive and not stopped (/proc state R, S, I)
+# A supervisor's task states that freeze the task (the likely cause of a stall), their titles.
+STOPPED = {"stopped": "stopped by a signal", "traced": "stopped by a tracer"}
+
 
 class StatusServer:
     """Serves `status()` (a JSON-serializable dict) on 0.0.0.0:`port` (0: any free port), one line
@@ -46,6 +55,8 @@ class StatusServer:
     def __init__(self, status: Callable[[], dict], port: int = 0, bind: str = "0.0.0.0"):
         self._status = status
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # A fixed port (a supervisor's) binds again while its last answers are in TIME_WAIT.
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             self._socket.bind((bind, port))
             self._socket.listen(64)
@@ -159,8 +170,30 @@ def ask_all(peers: Sequence[Address], own_host: str, timeout_s: Optional[float] 
     return list(answers)
 
 
+def _tasks(answer: Answer) -> Optional[List[dict]]:
+    """A supervisor's tasks (None: the answer is a watchdog's status)."""
+    tasks = (answer.status or {}).get("tasks")
+    return [t for t in tasks if isinstance(t, dict)] if isinstance(tasks, list) else None
+
+
+def _task_name(task: dict, answer: Answer) -> str:
+    return f"{task.get('task')} on {answer.address.get('host')}"
+
+
 def _status_text(answer: Answer) -> str:
     status = answer.status or {}
+    if "error" in status:
+        return f"{answer.name} (its status failed: {str(status['error'])[:80]})"
+    tasks = _tasks(answer)
+    if tasks is not None:
+        running = []
+        for task in tasks:
+            if task.get("state") == RUNNING:
+                restarts = task.get("restarts") or 0
+                running.append(str(task.get("task")) + (
+                    f" restarted {restarts} time{'s' if restarts != 1 else ''}" if restarts
+                    else ""))
+        return f"{answer.name} (running: {', '.join(running) or 'none'})"
     step = status.get("last_step")
     idle = status.get("seconds_since_progress")
     parts = [f"phase {status.get('phase')}",
@@ -188,18 +221,26 @@ def _group(title: str, items: List[str], room: int) -> str:
 
 def describe(answers: Sequence[Answer], room: int) -> str:
     """The text appended to the stall report's first line, at most `room` characters (about),
-    most useful first: "; not answering: rank 1 on algo-2", then "; not reached: ...", then the
-    peers that answer (when every one does: "; every peer answers: ..."). Empty: no peers."""
+    most useful first: a supervisor's stopped tasks ("; stopped by a signal: ps:1 on algo-2"),
+    "; not answering: rank 1 on algo-2", "; not reached: ...", a supervisor's tasks otherwise not
+    running ("; tasks not running: worker:1 on algo-2 (exited with status 1)"), then the peers
+    that answer (when nothing else is said: "; every peer answers: ..."). Empty: no peers."""
     if not answers:
         return ""
+    tasks = [(task, a) for a in answers for task in (_tasks(a) or [])]
+    stopped = [(title, [_task_name(t, a) for t, a in tasks if t.get("state") == state])
+               for state, title in STOPPED.items()]
+    not_running = [f"{_task_name(t, a)} ({t.get('state')})" for t, a in tasks
+                   if t.get("state") != RUNNING and t.get("state") not in STOPPED]
     silent = [a.name for a in answers if a.status is None and a.problem == "timeout"]
     unreached = [f"{a.name} ({a.problem})" for a in answers
                  if a.status is None and a.problem != "timeout"]
     answering = [_status_text(a) for a in answers if a.status is not None]
+    fine = not silent and not unreached and not not_running and not any(n for _, n in stopped)
     text = ""
-    for title, items in (("not answering", silent), ("not reached", unreached),
-                         ("every peer answers" if not silent and not unreached else "answering",
-                          answering)):
+    for title, items in (*stopped, ("not answering", silent), ("not reached", unreached),
+                         ("tasks not running", not_running),
+                         ("every peer answers" if fine else "answering", answering)):
         if items and len(text) < room:
             text += _group(title, items, room - len(text))
     return text

@@ -358,7 +358,8 @@ class Trainer:
             log.info("training steps %d..%d: %d replicas, %d images per step, %d steps per epoch",
                      self.step + 1, total, self.backend.size, schedule.global_batch,
                      schedule.steps_per_epoch)
-        # The first step of this process also traces the graph: it is not timed.
+        # The first steps (the backend's first_steps: one, or one per PS worker) also trace the
+        # graph: they are not timed, and the watchdog gives them the slow phases' budget.
         window, timed_steps, timed_seconds, first = [], 0, 0.0, True
 
         def crossed(before: int, after: int, period: int) -> bool:
@@ -368,7 +369,9 @@ class Trainer:
             before = self.step
             started = time.time()
             self.watchdog.phase(stall.FIRST_STEP if first else stall.TRAIN)
-            losses = self.train_steps(1 if first else self._next_stop(before) - before)
+            losses = self.train_steps(
+                min(self.backend.first_steps, self._next_stop(before) - before) if first
+                else self._next_stop(before) - before)
             if not first:
                 timed_steps += len(losses)
                 timed_seconds += time.time() - started

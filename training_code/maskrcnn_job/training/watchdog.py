@@ -20,8 +20,13 @@ in a collective make no progress either, and theirs fire, naming it as not answe
 each process serves its status (`serve_status`, a thread and a TCP port) and learns its peers'
 addresses once the backend has started (`set_peers`, trainer.py); asking them takes at most
 peers.ASK_ALL_TIMEOUT_S, and no failure of it keeps the report and the exit from happening.
-Under ParameterServerStrategy the chief alone runs the loop (its peers are TensorFlow's servers):
-it has no peers to ask.
+Under MultiWorkerMirroredStrategy TensorFlow's coordination service usually notices a frozen
+worker first (no heartbeats for seconds) and aborts the others' collectives: job.peer_lost then
+names it, asking the same peers (`ask_peers`). Under ParameterServerStrategy the chief alone
+runs the loop and its peers are TensorFlow's servers, which serve no status: its peers are every
+host's supervisor instead, at a fixed port (`add_peers`, job.py), which answer with their tasks'
+states, so the report names a stopped PS or worker ("; stopped by a signal: ps:1 on algo-2") or
+a host whose supervisor is frozen.
 
 Budgets: TRAIN (between finished steps) gets `step_budget_s`; every other phase (start-up, the
 first step, which traces the graph, checkpoints, evaluation with the chief's COCOeval while the
@@ -80,6 +85,7 @@ class Watchdog:
         self._thread: Optional[threading.Thread] = None
         self._server: Optional[peer_status.StatusServer] = None
         self._peers: Optional[List[peer_status.Address]] = None  # None: not exchanged yet
+        self._known: List[peer_status.Address] = []  # add_peers': known without the exchange
 
     @classmethod
     def off(cls) -> "Watchdog":
@@ -163,13 +169,19 @@ class Watchdog:
         self._peers = [a for a in addresses if isinstance(a, dict)
                        and (a.get("who"), a.get("host")) != (self.who, self.host)]
 
+    def add_peers(self, addresses: List[peer_status.Address]) -> None:
+        """Peers whose addresses are known from the start (the parameter-server hosts'
+        supervisors: a fixed port on each host), asked from the start, with the exchanged ones
+        once there are."""
+        self._known.extend(a for a in addresses if isinstance(a, dict))
+
     def ask_peers(self, room: int) -> str:
         """What the peers say, for the report's first line (at most about `room` characters);
         never raises."""
         try:
-            if self._peers is None:
+            if self._peers is None and not self._known:
                 return "; peers not asked: their addresses are exchanged once the backend started"
-            answers = peer_status.ask_all(self._peers, own_host=self.host)
+            answers = peer_status.ask_all(self._known + (self._peers or []), own_host=self.host)
             return peer_status.describe(answers, room)
         except Exception as error:  # noqa: BLE001  (the report and the exit come first)
             return f"; peers not checked: {type(error).__name__}: {error}"[:max(room, 40)]
