@@ -19,6 +19,8 @@ from maskrcnn_job import job, sagemaker_env
 from maskrcnn_job.distribution import cluster_spec, parameter_server_host
 from maskrcnn_job.training import peers
 
+from tests.training import processes
+
 # A stand-in task: reads its task from TF_CONFIG and its fate from FAKE_TASKS
 # ({"chief:0": "exit 3", "ps:0": "sleep"}); the default is to serve (sleep) until stopped.
 FAKE_TASK = r"""
@@ -145,21 +147,9 @@ def test_a_killed_ps_fails_the_host_naming_the_signal(fake_tasks, tmp_path):
 
 
 def _children_with(argument: str):
-    """This process's children whose arguments hold `argument`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="utf-8") as f:
-                parent = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                arguments = f.read().split(b"\0")
-        except (OSError, IndexError, ValueError):
-            continue
-        if parent == os.getpid() and argument.encode() in arguments:
-            found.append(int(entry))
-    return found
+    """This process's tasks whose arguments hold `argument`."""
+    return [pid for pid in processes.descendants(os.getpid())
+            if argument.encode() in processes.arguments(pid)]
 
 
 def _ask(port, host="algo-1"):

@@ -27,11 +27,11 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Dict, List
 
 import pytest
 
 from tests.training import playback
+from tests.training.processes import descendants as _descendants
 from tests.training.test_job import (FAILING_TRAIN, TINY, _assert_exports_the_trained_weights,
                                      _exported_and_checkpointed, _files, _fingerprints,
                                      _local_run, _losses, _opt_ml, assert_the_loss_falls,
@@ -69,28 +69,6 @@ def _resume_with_a_failure(work, distribution, max_steps, inject):
                      "--container-env", f"INJECT_FAILURE={inject}")
     assert run.returncode != 0
     return run
-
-
-def _descendants(root: int) -> List[int]:
-    """The processes below `root`, from /proc (seen from here, an emulated host's processes have
-    this namespace's ids too, and a host's first process is the child of its `unshare`)."""
-    children: Dict[int, List[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="utf-8") as f:
-                # pid (comm) state ppid ...: comm may hold spaces and parentheses.
-                parent = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue  # gone meanwhile
-        children.setdefault(parent, []).append(int(entry))
-    found, pending = [], [root]
-    while pending:
-        for child in children.get(pending.pop(), []):
-            found.append(child)
-            pending.append(child)
-    return found
 
 
 def _kill_task(root: int, task: str, sig: int = signal.SIGKILL) -> int:
