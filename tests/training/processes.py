@@ -1,6 +1,8 @@
 """The processes below one, read from /proc (the tests that stop or kill one task of a run)."""
 
 import os
+import signal
+import time
 from typing import Dict, List
 
 
@@ -33,3 +35,20 @@ def arguments(pid: int) -> List[bytes]:
             return f.read().split(b"\0")
     except OSError:
         return []
+
+
+def stop(pid: int, timeout: float = 10.0) -> None:
+    """SIGSTOPs `pid` and returns once /proc shows it stopped: the kernel stops a task when it
+    next runs, which on a loaded machine is after kill() returns (a CI run asked too early)."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "T":
+                    return
+        except OSError:
+            raise AssertionError(f"pid {pid} ended before it stopped") from None
+        if time.monotonic() > deadline:
+            raise AssertionError(f"pid {pid} not stopped {timeout} s after SIGSTOP")
+        time.sleep(0.02)

@@ -192,7 +192,7 @@ def test_the_supervisor_serves_its_tasks_states_and_the_chief_names_a_stopped_ps
         assert [(t["task"], t["state"], t["restarts"]) for t in status["tasks"]] == [
             ("ps:0", "running", 0), ("worker:0", "running", 0), ("chief:0", "running", 0)]
         pids = {t["task"]: t["pid"] for t in status["tasks"]}
-        os.kill(pids["ps:0"], signal.SIGSTOP)
+        processes.stop(pids["ps:0"])
         states = {t["task"]: t["state"] for t in _ask(port).status["tasks"]}
         assert states == {"ps:0": "stopped", "worker:0": "running", "chief:0": "running"}
 

@@ -20,6 +20,8 @@ from maskrcnn_contract import hyperparameters
 from maskrcnn_job.training import peers
 from maskrcnn_job.training import watchdog as stall
 
+from tests.training import processes
+
 
 class Clock:
     def __init__(self):
@@ -366,7 +368,7 @@ def test_a_stopped_process_is_not_answering(fast_peers):
         address = {"who": "rank 1", "host": "algo-2", "port": int(port)}
         running, = peers.ask_all([address], own_host="algo-2")
         assert running.status["last_step"] == 15 and running.status["phase"] == "train"
-        os.kill(process.pid, signal.SIGSTOP)
+        processes.stop(process.pid)
         started = time.monotonic()
         stopped, = peers.ask_all([address], own_host="algo-2")
         assert 0.4 < time.monotonic() - started < 1.5
