@@ -4,7 +4,7 @@
   one named in maskrcnn:notification_topic_arn), an optional email subscription, and two
   EventBridge rules: this deployment's training jobs (names `<prefix>-...`) reaching Completed,
   Failed or Stopped, and its endpoints failing, each with a readable message. The launcher's idle
-  endpoint alarms (notebooks/maskrcnn_launcher/deploy.py) notify the same topic.
+  endpoint alarms (notebooks/maskrcnn_launcher/serving/endpoint_plan.py) notify the same topic.
 - A CloudWatch dashboard of the deployment: the jobs' metrics from the metric definitions
   (images/s, loss, AP), the training instances' GPU utilization and memory, and the endpoints'
   invocations, latency and errors. Jobs and endpoints are created at run time, so every graph is

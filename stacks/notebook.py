@@ -253,7 +253,7 @@ class Notebook(Construct):
            "the two named groups); CloudWatch metric reads support no resource but '*'.")
 
     def _grant_deploying(self, network: Network, training: Training) -> None:
-        """The launcher's deploy path (notebooks/maskrcnn_launcher/deploy.py): a model in the
+        """The launcher's deploy path (notebooks/maskrcnn_launcher/serving/endpoint_plan.py): a model in the
         training VPC with the model role, an endpoint configuration and an endpoint, Application
         Auto Scaling of the endpoint's variant (target tracking), invocations, and the reverse.
         Every SageMaker resource is named '<prefix>-...' like the training jobs

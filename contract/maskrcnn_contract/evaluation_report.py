@@ -1,6 +1,6 @@
 """The evaluation report's file, where it lies and how it is printed: what the training job
 writes (maskrcnn_job/evaluation/report.py builds it) and what the launcher and the notebooks read
-back from a finished job's model.tar.gz (maskrcnn_launcher/evaluation_report.py). Pure Python:
+back from a finished job's model.tar.gz (maskrcnn_launcher/runs/evaluation_report.py). Pure Python:
 the report is JSON, its table needs no numpy. Every field: docs/evaluation.md.
 """
 

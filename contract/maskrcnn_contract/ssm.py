@@ -1,7 +1,7 @@
 """The SSM parameters a deployment publishes under `/<deployment name>/` for launchers.
 
 The deployment publishes exactly these names (stacks/training.py), the launcher reads
-them into its `Deployment` (notebooks/maskrcnn_launcher/settings.py), and the tests seed their
+them into its `Deployment` (notebooks/maskrcnn_launcher/deployment/settings.py), and the tests seed their
 fake deployment from them; tests/infra checks that the synthesized parameters are these.
 """
 

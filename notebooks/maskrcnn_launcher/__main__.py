@@ -1,3 +1,3 @@
-from maskrcnn_launcher.cli import main
+from maskrcnn_launcher.cli.main import main
 
 main()

@@ -25,7 +25,7 @@ def test_job_io_names():
 
 
 def test_hosting_parameters_are_required_of_every_deployment():
-    """The deploy path reads these three from every deployment (the launcher's deploy.py)."""
+    """The deploy path reads these three from every deployment (the launcher's serving/endpoint_plan.py)."""
     for leaf in ("model-role-arn", "inference-image-gpu-uri", "inference-image-cpu-uri"):
         assert leaf in ssm.REQUIRED and leaf not in ssm.LISTS + ssm.PREFIXES + ssm.FSX, leaf
     # Data capture lies below the output prefix: a relative key prefix, like the others.

@@ -15,8 +15,8 @@ from maskrcnn_contract.hyperparameters import HyperparameterError
 from maskrcnn_job import job
 from maskrcnn_job.training import init_from_checkpoint
 from maskrcnn_job.training.schedule import Schedule
-from maskrcnn_launcher import init_from, plan, validation
-from maskrcnn_launcher.options import LaunchOptions, LaunchRequestError
+from maskrcnn_launcher.training import init_from, plan, validation
+from maskrcnn_launcher.training.options import LaunchOptions, LaunchRequestError
 
 BOLTS = [{"id": 1, "name": "bolt", "source_id": 3}, {"id": 2, "name": "nut", "source_id": 17}]
 PEOPLE = [{"id": 1, "name": "person", "source_id": 1}]

@@ -240,7 +240,7 @@ def test_a_deployment_hears_of_the_deployment_named_after_it_plus_a_suffix(
     one named as the other plus `-dev`. The shorter's rules hear of the longer's jobs and
     endpoints; the longer's do not hear of the shorter's. No pattern on the name can tell them
     apart (prefix, suffix, wildcard and anything-but all look at the name): the shorter's run
-    `dev-s3-1a2b3c` (a valid run name, notebooks/maskrcnn_launcher/plan.py) is the very job name
+    `dev-s3-1a2b3c` (a valid run name, notebooks/maskrcnn_launcher/training/plan.py) is the very job name
     of the longer's run `s3-1a2b3c`, and both rules hear of it. One rule of each pair is the
     synthesized one, the other the same function's for the other name."""
     raw = request.getfixturevalue(app_name).deployment

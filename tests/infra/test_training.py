@@ -3,7 +3,7 @@
 import json
 
 from maskrcnn_contract import ssm
-from maskrcnn_launcher import settings
+from maskrcnn_launcher.deployment import settings
 
 from tests.infra.templates import actions, actions_on, of_type, statements_of
 

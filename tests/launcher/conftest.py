@@ -207,7 +207,7 @@ def inputs_staged(request):
 
 @pytest.fixture
 def deployment(fake_aws):
-    from maskrcnn_launcher import settings
+    from maskrcnn_launcher.deployment import settings
 
     return settings.load(fake_aws.client("ssm"), SSM_PATH)
 

@@ -129,7 +129,7 @@ def test_a_path_the_role_may_not_read_is_named_with_what_to_do():
     import boto3
     from botocore.stub import Stubber
 
-    from maskrcnn_launcher import settings
+    from maskrcnn_launcher.deployment import settings
 
     client = boto3.client("ssm", region_name="eu-west-2", aws_access_key_id="x",
                           aws_secret_access_key="x")

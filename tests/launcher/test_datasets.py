@@ -7,8 +7,9 @@ import json
 import pytest
 
 from maskrcnn_contract import job_io, labeling
-from maskrcnn_launcher import data_prep, jobs
-from maskrcnn_launcher.options import LaunchRequestError
+from maskrcnn_launcher.data import staging
+from maskrcnn_launcher.training import jobs
+from maskrcnn_launcher.training.options import LaunchRequestError
 
 from tests.launcher.conftest import BUCKET, FSX_MOUNT_NAME, shared_boto_session
 from tests.launcher.fake_aws import STAGED_INFO
@@ -81,12 +82,12 @@ def test_a_dataset_not_staged_is_refused_naming_what_stages_it(fake_aws, deploym
 
 def test_staging_an_export_that_is_not_uploaded_is_refused_and_sends_nothing(fake_aws):
     from tests.launcher.conftest import shared_boto_session
-    from maskrcnn_launcher import settings
+    from maskrcnn_launcher.deployment import settings
 
     deployment = settings.load(fake_aws.client("ssm"), "/maskrcnn-test")
     before = len(fake_aws.requests_since(0))
     with pytest.raises(LaunchRequestError, match="to s3://.*/imports/nothing-here/"):
-        data_prep.stage_dataset(shared_boto_session(), deployment, "nothing-here")
+        staging.stage_dataset(shared_boto_session(), deployment, "nothing-here")
     assert fake_aws.requests_since(before) == []
 
 

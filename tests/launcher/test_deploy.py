@@ -8,8 +8,11 @@ import io
 import pytest
 from maskrcnn_contract import job_io
 
-from maskrcnn_launcher import deploy, instances
-from maskrcnn_launcher.deploy import DeployError, DeployOptions, DeployRequestError
+from maskrcnn_launcher.deployment import instances
+from maskrcnn_launcher.runs import lookup
+from maskrcnn_launcher.serving import endpoint_plan, endpoints, invocation
+from maskrcnn_launcher.serving.endpoint_plan import DeployOptions, DeployRequestError
+from maskrcnn_launcher.serving.endpoints import DeployError
 
 from tests.launcher.conftest import (BUCKET, INFERENCE_IMAGES, JOB_PREFIX, captured,
                                      completed_training_job, model_key, shared_boto_session)
@@ -33,7 +36,7 @@ def serving_resources(fake_aws, name: str) -> dict:
     scaling policies."""
     sm = fake_aws.client("sagemaker")
     scaling = fake_aws.client("application-autoscaling")
-    rid = deploy.resource_id(name)
+    rid = endpoint_plan.resource_id(name)
     return {
         "models": [m["ModelName"] for m in sm.list_models()["Models"]
                    if m["ModelName"].startswith(name)],
@@ -97,7 +100,7 @@ def test_deploy_sends_the_expected_requests_and_delete_returns_to_nothing(
                             min_instances=1, max_instances=3, target_invocations=90)
     lines = []
     with captured(session(), "cloudwatch", "PutMetricAlarm") as alarms:
-        result = deploy.deploy(deploy.plan(deployment, options, session()), session(),
+        result = endpoints.deploy(endpoint_plan.plan(deployment, options, session()), session(),
                                echo=lines.append)
     assert alarms == [idle_alarm(fake_aws, name)]
     sent = dict(fake_aws.serving_requests_since(before))
@@ -138,13 +141,13 @@ def test_deploy_sends_the_expected_requests_and_delete_returns_to_nothing(
         "scalable_targets": [target["ResourceId"]], "scaling_policies": [f"{name}-invocations"],
         "alarms": [f"{name}-idle"]}
 
-    deleted = deploy.delete(deployment, name, session(), echo=lines.append)
+    deleted = endpoints.delete(deployment, name, session(), echo=lines.append)
     assert deleted == [f"idle alarm {name}-idle", f"scaling policy {name}-invocations",
                        f"scalable target endpoint/{name}/variant/AllTraffic",
                        f"endpoint {name}", f"endpoint configuration {name}", f"model {name}"]
     assert serving_resources(fake_aws, name) == NOTHING
     # Idempotent: what is gone is skipped.
-    assert deploy.delete(deployment, name, session(), echo=lines.append) == []
+    assert endpoints.delete(deployment, name, session(), echo=lines.append) == []
     assert lines[-1] == f"nothing named {name} to delete"
 
 
@@ -160,7 +163,7 @@ def test_image_by_processor_and_volume_key_only_without_instance_storage(
     KmsKeyId (the EBS volume's key) only for types without local NVMe instance storage, whose
     storage the instance's hardware encrypts (as SM-1 for training)."""
     job = completed_training_job(fake_aws)
-    p = deploy.plan(deployment, DeployOptions(job_name=job, instance_type=instance_type,
+    p = endpoint_plan.plan(deployment, DeployOptions(job_name=job, instance_type=instance_type,
                                               require_gpu=not allow_cpu), session())
     assert p.create_model["PrimaryContainer"]["Image"] == INFERENCE_IMAGES[processor]
     assert instances.has_local_storage(instance_type) is not volume_key
@@ -172,9 +175,9 @@ def test_the_default_instance_type_is_a_g5_without_a_volume_key(fake_aws, deploy
     """EP-4: the default ml.g5.xlarge (local NVMe) gets no KmsKeyId. Planned only: moto's
     CreateEndpointConfig refuses ml.g5.* (its list of instance types predates g5), which AWS
     accepts, so no test creates an endpoint configuration with it."""
-    p = deploy.plan(deployment, DeployOptions(job_name=completed_training_job(fake_aws)),
+    p = endpoint_plan.plan(deployment, DeployOptions(job_name=completed_training_job(fake_aws)),
                     session())
-    assert DeployOptions().instance_type == deploy.DEFAULT_INSTANCE_TYPE == "ml.g5.xlarge"
+    assert DeployOptions().instance_type == endpoint_plan.DEFAULT_INSTANCE_TYPE == "ml.g5.xlarge"
     variant, = p.create_endpoint_config["ProductionVariants"]
     assert variant["InstanceType"] == "ml.g5.xlarge"
     assert "KmsKeyId" not in p.create_endpoint_config
@@ -185,9 +188,9 @@ def test_data_capture_is_optional_encrypted_and_keeps_answers_as_text(fake_aws, 
     """EP-5: DataCaptureConfig with its required fields, to the output prefix, with the
     deployment's key; JSON answers stored as text (other content types base64)."""
     job = completed_training_job(fake_aws)
-    assert "DataCaptureConfig" not in deploy.plan(
+    assert "DataCaptureConfig" not in endpoint_plan.plan(
         deployment, DeployOptions(job_name=job), session()).create_endpoint_config
-    p = deploy.plan(deployment, DeployOptions(job_name=job, data_capture_percent=20), session())
+    p = endpoint_plan.plan(deployment, DeployOptions(job_name=job, data_capture_percent=20), session())
     assert p.create_endpoint_config["DataCaptureConfig"] == {
         "EnableCapture": True, "InitialSamplingPercentage": 20,
         "DestinationS3Uri": f"s3://{BUCKET}/jobs/data-capture/",
@@ -208,7 +211,7 @@ def test_the_latest_completed_training_job_is_served_by_default(fake_aws, deploy
         job_io.STAGING_BACKBONES: "resnet50"})
     jobs = fake_aws.sagemaker_backend().training_jobs  # one second apart, as real jobs would be
     jobs[older].creation_time -= datetime.timedelta(seconds=1)
-    p = deploy.plan(deployment, DeployOptions(), session())
+    p = endpoint_plan.plan(deployment, DeployOptions(), session())
     assert p.training_job == newest
     assert p.model_data_url == f"s3://{BUCKET}/{model_key(newest)}"
     assert p.name.startswith(f"{JOB_PREFIX}-endpoint-") and len(p.name) <= 63
@@ -223,7 +226,7 @@ def _fail_job(fake_aws, name: str, status: str, reason: str = None):
 @pytest.mark.parametrize("case, message", [
     ("unknown job", f"training job '{JOB_PREFIX}-nothing-20260101000000' does not exist in eu-west-2"),
     ("failed job", "is Failed: AlgorithmError: rank 0 ran out of memory; only a Completed job"),
-    ("running job", "is InProgress; only a Completed job has a model to serve"),
+    ("running job", "is InProgress; only a Completed job has a model"),
     ("no model", "/output/model.tar.gz do not exist"),
     ("other deployment's job", "training job 'other-run-20260101000000' is not this deployment's"),
     ("cpu where gpu required", "instance type 'ml.m5.xlarge' has no GPU"),
@@ -262,7 +265,7 @@ def test_a_deployment_that_cannot_work_is_refused_and_nothing_created(
         _fail_job(fake_aws, job, "InProgress")
     before = len(fake_aws.serving_requests_since(0))
     with pytest.raises(DeployRequestError) as error:
-        deploy.plan(deployment, DeployOptions(**options), session())
+        endpoint_plan.plan(deployment, DeployOptions(**options), session())
     assert message in str(error.value)
     assert fake_aws.serving_requests_since(before) == []
     name = options["endpoint_name"]
@@ -271,7 +274,7 @@ def test_a_deployment_that_cannot_work_is_refused_and_nothing_created(
 
 def test_every_problem_of_a_request_is_named_at_once(fake_aws, deployment):
     with pytest.raises(DeployRequestError) as error:
-        deploy.plan(deployment, DeployOptions(instance_type="ml.m5.xlarge", min_instances=0,
+        endpoint_plan.plan(deployment, DeployOptions(instance_type="ml.m5.xlarge", min_instances=0,
                                               endpoint_name="other"), session())
     text = str(error.value)
     assert "has no GPU" in text and "min instances 0" in text and "must start with" in text
@@ -284,8 +287,8 @@ def test_a_name_in_use_is_refused(fake_aws, deployment):
         ModelName=name, ExecutionRoleArn=fake_aws.parameters["model-role-arn"],
         PrimaryContainer={"Image": INFERENCE_IMAGES["gpu"]})
     with pytest.raises(DeployRequestError, match=f"a model named '{name}' exist"):
-        deploy.plan(deployment, DeployOptions(job_name=job, endpoint_name=name), session())
-    deploy.delete(deployment, name, session(), echo=lambda _: None)
+        endpoint_plan.plan(deployment, DeployOptions(job_name=job, endpoint_name=name), session())
+    endpoints.delete(deployment, name, session(), echo=lambda _: None)
     assert serving_resources(fake_aws, name) == NOTHING
 
 
@@ -296,10 +299,10 @@ def test_a_failed_endpoint_names_its_reason_and_is_rolled_back(fake_aws, deploym
     name = f"{JOB_PREFIX}-endpoint-fails"
     fake_aws.fail_endpoints[name] = "The primary container for production variant AllTraffic " \
                                     "did not pass the ping health check."
-    p = deploy.plan(deployment, DeployOptions(job_name=job, endpoint_name=name,
+    p = endpoint_plan.plan(deployment, DeployOptions(job_name=job, endpoint_name=name,
                                               instance_type=GPU_WITH_INSTANCE_STORAGE), session())
     with pytest.raises(DeployError) as error:
-        deploy.deploy(p, session(), echo=lambda _: None)
+        endpoints.deploy(p, session(), echo=lambda _: None)
     text = str(error.value)
     assert f"endpoint {name} Failed: The primary container" in text
     assert f"rolled back: deleted endpoint {name}, endpoint configuration {name}, model {name}" \
@@ -312,12 +315,12 @@ def test_a_failure_after_the_idle_alarm_rolls_the_alarm_back_too(fake_aws, deplo
     it (auto scaling refused) deletes it with the rest."""
     job = completed_training_job(fake_aws)
     name = f"{JOB_PREFIX}-endpoint-unscalable"
-    fake_aws.fail_scaling[deploy.resource_id(name)] = "Quota exceeded for scalable targets"
-    p = deploy.plan(deployment, DeployOptions(job_name=job, endpoint_name=name, idle_hours=2,
+    fake_aws.fail_scaling[endpoint_plan.resource_id(name)] = "Quota exceeded for scalable targets"
+    p = endpoint_plan.plan(deployment, DeployOptions(job_name=job, endpoint_name=name, idle_hours=2,
                                               instance_type=GPU_WITH_INSTANCE_STORAGE), session())
     lines = []
     with pytest.raises(DeployError) as error:
-        deploy.deploy(p, session(), echo=lines.append)
+        endpoints.deploy(p, session(), echo=lines.append)
     assert f"created idle alarm {name}-idle" in lines
     text = str(error.value)
     assert "Quota exceeded for scalable targets" in text
@@ -331,17 +334,17 @@ def test_idle_hours_outside_what_an_alarm_evaluates_are_refused(fake_aws, deploy
     """CW-3: 1 to 168 whole hours (7 days of hourly periods); refused before anything exists."""
     before = len(fake_aws.serving_requests_since(0))
     with pytest.raises(DeployRequestError, match=r"idle hours .* from 1 to 168"):
-        deploy.plan(deployment, DeployOptions(job_name=completed_training_job(fake_aws),
+        endpoint_plan.plan(deployment, DeployOptions(job_name=completed_training_job(fake_aws),
                                               idle_hours=hours), session())
     assert fake_aws.serving_requests_since(before) == []
 
 
 def test_without_an_idle_alarm_none_is_created(fake_aws, deployment):
-    p = deploy.plan(deployment, DeployOptions(job_name=completed_training_job(fake_aws),
+    p = endpoint_plan.plan(deployment, DeployOptions(job_name=completed_training_job(fake_aws),
                                               idle_hours=None), session())
     assert p.put_metric_alarm is None and "PutMetricAlarm" not in p.requests()
-    assert "idle alarm:    off" in deploy.describe_plan(p)
-    with_alarm = deploy.plan(deployment, DeployOptions(job_name=completed_training_job(fake_aws),
+    assert "idle alarm:    off" in endpoint_plan.describe_plan(p)
+    with_alarm = endpoint_plan.plan(deployment, DeployOptions(job_name=completed_training_job(fake_aws),
                                                        idle_hours=24), session())
     assert list(with_alarm.requests()) == ["CreateModel", "CreateEndpointConfig",
                                            "CreateEndpoint", "PutMetricAlarm",
@@ -354,22 +357,22 @@ def test_the_listing_shows_instances_price_class_age_and_idle_alarm(fake_aws, de
     age (from CreationTime) and its idle alarm's state."""
     job = completed_training_job(fake_aws)
     name = f"{JOB_PREFIX}-endpoint-listed"
-    deploy.deploy(deploy.plan(deployment, DeployOptions(
+    endpoints.deploy(endpoint_plan.plan(deployment, DeployOptions(
         job_name=job, endpoint_name=name, instance_type=GPU_WITH_INSTANCE_STORAGE,
         instance_count=2, max_instances=3), session()), session(), echo=lambda _: None)
     created = fake_aws.sagemaker_backend().endpoints[name].creation_time
     later = created.replace(tzinfo=datetime.timezone.utc) + datetime.timedelta(hours=26,
                                                                                  minutes=5)
-    listed = {e["name"]: e for e in deploy.endpoints(
+    listed = {e["name"]: e for e in endpoints.endpoints(
         session().client("sagemaker"), deployment, session().client("cloudwatch"), now=later)}
     entry = listed[name]
     assert entry["instance_type"] == GPU_WITH_INSTANCE_STORAGE and entry["instance_count"] == 2
     assert entry["price_class"] == "$$" and entry["age"] == "1 d 2 h"
     assert entry["idle_alarm"] in ("INSUFFICIENT_DATA", "OK", "ALARM")
     assert f"{name}: InService, 2 x ml.g4dn.xlarge ($$ per instance-hour), up 1 d 2 h, idle " \
-        f"alarm {entry['idle_alarm']}" in deploy.endpoint_lines(list(listed.values()))
-    deploy.delete(deployment, name, session(), echo=lambda _: None)
-    assert name not in {e["name"] for e in deploy.endpoints(session().client("sagemaker"),
+        f"alarm {entry['idle_alarm']}" in endpoints.endpoint_lines(list(listed.values()))
+    endpoints.delete(deployment, name, session(), echo=lambda _: None)
+    assert name not in {e["name"] for e in endpoints.endpoints(session().client("sagemaker"),
                                                            deployment)}
 
 
@@ -387,15 +390,15 @@ def test_a_failure_kept_for_inspection_says_what_exists_and_how_to_delete_it(fak
     job = completed_training_job(fake_aws)
     name = f"{JOB_PREFIX}-endpoint-kept"
     fake_aws.fail_endpoints[name] = "ping health check failed"
-    p = deploy.plan(deployment, DeployOptions(job_name=job, endpoint_name=name,
+    p = endpoint_plan.plan(deployment, DeployOptions(job_name=job, endpoint_name=name,
                                               instance_type=GPU_WITH_INSTANCE_STORAGE), session())
     with pytest.raises(DeployError) as error:
-        deploy.deploy(p, session(), echo=lambda _: None, rollback_on_failure=False)
+        endpoints.deploy(p, session(), echo=lambda _: None, rollback_on_failure=False)
     text = str(error.value)
     assert f"kept: model, endpoint configuration, endpoint named {name} exist" in text
     assert f"python -m maskrcnn_launcher delete-endpoint {name}" in text
     assert serving_resources(fake_aws, name)["endpoints"] == [name]
-    deploy.delete(deployment, name, session(), echo=lambda _: None)
+    endpoints.delete(deployment, name, session(), echo=lambda _: None)
     assert serving_resources(fake_aws, name) == NOTHING
 
 
@@ -405,7 +408,7 @@ def test_delete_refuses_a_name_outside_the_prefix(fake_aws, deployment):
     sm.create_model(ModelName="someone-elses", PrimaryContainer={"Image": INFERENCE_IMAGES["cpu"]},
                     ExecutionRoleArn=fake_aws.parameters["model-role-arn"])
     with pytest.raises(DeployRequestError, match="'someone-elses' must start with maskrcnn-test-"):
-        deploy.delete(deployment, "someone-elses", session())
+        endpoints.delete(deployment, "someone-elses", session())
     assert [m["ModelName"] for m in sm.list_models()["Models"]].count("someone-elses") == 1
     sm.delete_model(ModelName="someone-elses")
 
@@ -414,27 +417,27 @@ def test_invoke_sends_the_image_and_returns_the_detections(fake_aws, deployment)
     """EP-6: image/jpeg or image/png bytes in (at most 6 MB), application/json out."""
     job = completed_training_job(fake_aws)
     name = f"{JOB_PREFIX}-endpoint-invoke"
-    deploy.deploy(deploy.plan(deployment, DeployOptions(
+    endpoints.deploy(endpoint_plan.plan(deployment, DeployOptions(
         job_name=job, endpoint_name=name, instance_type=GPU_WITH_INSTANCE_STORAGE),
         session()), session(), echo=lambda _: None)
     runtime = session().client("sagemaker-runtime")
     start = len(fake_aws.invocations)
     jpeg, png = image_bytes("JPEG"), image_bytes("PNG")
-    assert deploy.invoke(runtime, name, jpeg) == INVOCATION_ANSWER
-    assert deploy.invoke(runtime, name, png, score_threshold=0.5)["detections"]
+    assert invocation.invoke(runtime, name, jpeg) == INVOCATION_ANSWER
+    assert invocation.invoke(runtime, name, png, score_threshold=0.5)["detections"]
     first, second = fake_aws.invocations[start:]
     assert first == {"EndpointName": name, "ContentType": "image/jpeg",
                      "Accept": "application/json", "CustomAttributes": None, "Body": jpeg}
     assert second["ContentType"] == "image/png"
     assert second["CustomAttributes"] == "score_threshold=0.5"
     with pytest.raises(DeployRequestError, match="neither JPEG nor PNG"):
-        deploy.invoke(runtime, name, b"GIF89a...")
+        invocation.invoke(runtime, name, b"GIF89a...")
     with pytest.raises(DeployRequestError, match="InvokeEndpoint takes at most 6291456"):
-        deploy.invoke(runtime, name, b"\xff\xd8\xff" + bytes(6 * 1024 * 1024))
+        invocation.invoke(runtime, name, b"\xff\xd8\xff" + bytes(6 * 1024 * 1024))
     assert len(fake_aws.invocations) == start + 2  # the refused ones were not sent
-    deploy.delete(deployment, name, session(), echo=lambda _: None)
-    with pytest.raises(deploy.InvokeError, match=f"Endpoint {name} of account .* not found"):
-        deploy.invoke(runtime, name, jpeg)
+    endpoints.delete(deployment, name, session(), echo=lambda _: None)
+    with pytest.raises(invocation.InvokeError, match=f"Endpoint {name} of account .* not found"):
+        invocation.invoke(runtime, name, jpeg)
 
 
 def test_name_rules():
@@ -442,15 +445,15 @@ def test_name_rules():
     letter or digit (CreateModel ModelName, CreateEndpointConfig, CreateEndpoint)."""
     ok = ["a", "maskrcnn-endpoint-20260101120000", "A" * 63, "a--b"]
     bad = ["-a", "a-", "a_b", "a.b", "A" * 64, ""]
-    assert all(deploy.NAME_PATTERN.match(n) and len(n) <= deploy.NAME_MAX for n in ok)
-    assert not any(deploy.NAME_PATTERN.match(n) and len(n) <= deploy.NAME_MAX for n in bad)
+    assert all(endpoint_plan.NAME_PATTERN.match(n) and len(n) <= endpoint_plan.NAME_MAX for n in ok)
+    assert not any(endpoint_plan.NAME_PATTERN.match(n) and len(n) <= endpoint_plan.NAME_MAX for n in bad)
 
 
 def test_a_staging_job_is_known_by_the_program_its_environment_starts(deployment):
     """Whatever its name: the staging program is chosen by the request's Environment (SM-14)."""
     staging = {"Environment": {job_io.PROGRAM_ENV: job_io.STAGING_PROGRAM}}
-    assert deploy._is_staging_job(deployment, f"{JOB_PREFIX}-renamed", staging)
-    assert not deploy._is_staging_job(deployment, f"{JOB_PREFIX}-run", {"Environment": {}})
+    assert lookup.is_staging_job(deployment, f"{JOB_PREFIX}-renamed", staging)
+    assert not lookup.is_staging_job(deployment, f"{JOB_PREFIX}-run", {"Environment": {}})
 
 
 @pytest.mark.parametrize("threshold", [7, -0.1, float("nan"), "0.5"])
@@ -461,7 +464,7 @@ def test_a_score_threshold_outside_0_to_1_is_refused_before_the_endpoint_is_call
     before = len(fake_aws.invocations)
     with pytest.raises(DeployRequestError,
                        match=r"score threshold .* expected a number from 0 to 1"):
-        deploy.invoke(runtime, f"{JOB_PREFIX}-endpoint-any", image_bytes(),
+        invocation.invoke(runtime, f"{JOB_PREFIX}-endpoint-any", image_bytes(),
                       score_threshold=threshold)
     assert len(fake_aws.invocations) == before
 

@@ -26,7 +26,7 @@ def cli(fake_aws, *args):
 
 def test_fetch_writes_the_report_and_its_pictures_and_nothing_else_of_the_model(
         fake_aws, deployment, tmp_path):
-    from maskrcnn_launcher import evaluation_report
+    from maskrcnn_launcher.runs import evaluation_report
 
     job = completed_training_job(fake_aws)
     fetched = evaluation_report.fetch(deployment, job, shared_boto_session(),
@@ -44,7 +44,7 @@ def test_fetch_writes_the_report_and_its_pictures_and_nothing_else_of_the_model(
 def test_a_member_outside_the_report_folder_is_never_written(fake_aws, deployment, tmp_path):
     """Only regular files directly in code/evaluation/: a path that climbs out, a deeper one, a
     link are read past."""
-    from maskrcnn_launcher import evaluation_report
+    from maskrcnn_launcher.runs import evaluation_report
 
     job = completed_training_job(fake_aws)
     out = io.BytesIO()

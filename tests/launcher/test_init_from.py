@@ -10,8 +10,8 @@ import uuid
 import pytest
 
 from maskrcnn_contract import job_io
-from maskrcnn_launcher import init_from
-from maskrcnn_launcher.options import LaunchRequestError
+from maskrcnn_launcher.training import init_from
+from maskrcnn_launcher.training.options import LaunchRequestError
 
 from tests.launcher.conftest import BUCKET, JOB_PREFIX, completed_training_job
 from tests.launcher.test_cli import cli
@@ -152,7 +152,7 @@ def test_the_cli_refuses_an_unknown_job_with_exit_2_and_sends_nothing(fake_aws):
 
 def test_a_request_whose_init_channel_is_outside_the_checkpoint_prefix_is_refused(
         fake_aws, deployment):
-    from maskrcnn_launcher import validation
+    from maskrcnn_launcher.training import validation
     from tests.launcher.test_validation import problems_of
 
     request = sent(deployment, data_source="s3", init_from=earlier_run(fake_aws))

@@ -106,7 +106,7 @@ def assert_tensorboard_copied(output: str, run: str, job: str) -> None:
     it: its scalars are the job's train/loss by step."""
     from tensorboard.compat.proto import event_pb2
 
-    from maskrcnn_launcher import tensorboard_logs
+    from maskrcnn_launcher.runs import tensorboard_logs
 
     assert "TensorBoard: 1 file(s) copied to" in output
     assert f"tensorboard --logdir {tensorboard_logs.root()} --port 6006" in output
@@ -272,9 +272,10 @@ def test_inference_notebook_warns_when_the_endpoint_is_kept(fake_aws):
     listing = execute("inference.ipynb", {"JOB_NAME": "no-such-job"}, until=1)
     assert re.search(rf"  {name}: InService, 1 x ml.m5.xlarge \(\$ per instance-hour\), up 0 h "
                      r"\d+ min, idle alarm (OK|ALARM|INSUFFICIENT_DATA)", listing)
-    from maskrcnn_launcher import deploy, settings
+    from maskrcnn_launcher.serving import endpoints
+    from maskrcnn_launcher.deployment import settings
 
-    deploy.delete(settings.load(fake_aws.client("ssm"), "/maskrcnn-test"), name,
+    endpoints.delete(settings.load(fake_aws.client("ssm"), "/maskrcnn-test"), name,
                   shared_boto_session(), echo=lambda _: None)
     assert _endpoints(fake_aws, name) == []
 

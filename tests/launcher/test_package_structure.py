@@ -1,15 +1,22 @@
-"""The launcher package's shape, read from its source: which module imports which, and where the
-toolkit's hyperparameter names come from."""
+"""The launcher package's shape, read from its source: one folder per flow, which module imports
+which, and where the toolkit's hyperparameter names come from."""
 
 import ast
 import re
-from pathlib import Path
 from typing import Dict, List, Set
 
 from tests.launcher.conftest import NOTEBOOKS
 
 PACKAGE = "maskrcnn_launcher"
-SOURCES = {path.stem: path for path in sorted((NOTEBOOKS / PACKAGE).glob("*.py"))}
+ROOT = NOTEBOOKS / PACKAGE
+# The flows, each importing only those before it (maskrcnn_launcher/__init__.py): the deployment
+# is read by all; runs are looked up by training (fine-tuning), data (staging runs a job built as a
+# launch is) and serving; the CLI assembles them all.
+FLOWS = ("deployment", "runs", "training", "data", "serving", "cli")
+# Modules by dotted name below the package ("training.jobs"); the package's own __init__ and
+# __main__ are "" and "__main__".
+SOURCES = {".".join(path.relative_to(ROOT).with_suffix("").parts).replace(".__init__", "")
+           .replace("__init__", ""): path for path in sorted(ROOT.rglob("*.py"))}
 
 
 def _tree(module: str) -> ast.Module:
@@ -30,14 +37,25 @@ def _imported(module: str) -> Set[str]:
 
 
 def _imports(module: str) -> Set[str]:
-    """The package's modules `module` imports."""
-    found = {name.split(".")[1] for name in _imported(module)
-             if name.startswith(f"{PACKAGE}.") and name.split(".")[1] in SOURCES}
+    """The package's modules `module` imports (`from maskrcnn_launcher.training import jobs` is
+    training.jobs; importing a folder's __init__ alone names the folder)."""
+    found = set()
+    for name in _imported(module):
+        if name.startswith(f"{PACKAGE}."):
+            dotted = name[len(PACKAGE) + 1:]
+            while dotted and dotted not in SOURCES:
+                dotted = dotted.rpartition(".")[0]
+            if dotted:
+                found.add(dotted)
     return found - {module}
 
 
 def _graph() -> Dict[str, Set[str]]:
     return {module: _imports(module) for module in SOURCES}
+
+
+def _flow(module: str) -> str:
+    return module.split(".")[0]
 
 
 def _circle(graph: Dict[str, Set[str]]) -> List[str]:
@@ -63,10 +81,33 @@ def _circle(graph: Dict[str, Set[str]]) -> List[str]:
     return []
 
 
+def test_the_package_is_one_folder_per_flow():
+    assert {module for module in SOURCES if "." not in module} == set(FLOWS) | {"", "__main__"}
+
+
+def _upward(graph: Dict[str, Set[str]]) -> List[str]:
+    """Each import of a module of a later flow, as "<module> imports <module>"."""
+    return sorted(f"{module} imports {imported}" for module, imports in graph.items()
+                  if _flow(module) in FLOWS for imported in imports
+                  if _flow(imported) in FLOWS
+                  and FLOWS.index(_flow(imported)) > FLOWS.index(_flow(module)))
+
+
+def test_each_flow_imports_only_the_flows_before_it():
+    assert _upward(_graph()) == []
+
+
+def test_the_flow_check_finds_an_upward_import():
+    assert _upward({"runs.lookup": {"serving.endpoints"}, "serving.endpoints": {"runs.lookup"}}) \
+        == ["runs.lookup imports serving.endpoints"]
+
+
 def test_jobs_and_submit_meet_only_in_session_and_the_package_has_no_import_circle():
     graph = _graph()
-    assert "submit" not in graph["jobs"] and "jobs" not in graph["submit"]
-    assert "session" in graph["jobs"] and "session" in graph["submit"]
+    assert "training.submit" not in graph["training.jobs"]
+    assert "training.jobs" not in graph["training.submit"]
+    assert "training.session" in graph["training.jobs"]
+    assert "training.session" in graph["training.submit"]
     assert _circle(graph) == []
 
 
@@ -79,7 +120,7 @@ def test_the_plan_is_resolved_without_the_sdk():
     """Only the modules that build and send the request import the SageMaker SDK (~2 s); the
     plan and what it reads do not."""
     graph = _graph()
-    reached, todo = set(), ["plan"]
+    reached, todo = set(), ["training.plan"]
     while todo:
         module = todo.pop()
         if module not in reached:
@@ -87,8 +128,8 @@ def test_the_plan_is_resolved_without_the_sdk():
             todo.extend(graph[module])
     sdk_users = {module for module in SOURCES
                  if any(name.split(".")[0] == "sagemaker" for name in _imported(module))}
-    assert sdk_users == {"jobs", "session"}
-    assert not reached & (sdk_users | {"submit"}), reached
+    assert sdk_users == {"training.jobs", "training.session"}
+    assert not reached & (sdk_users | {"training.submit"}), reached
 
 
 def _docstrings(tree: ast.Module) -> Set[int]:
@@ -105,7 +146,7 @@ def test_the_toolkits_hyperparameter_names_come_from_the_contract():
     for module in SOURCES:
         tree = _tree(module)
         skip = _docstrings(tree)
-        literals += [f"{module}.py:{node.lineno}: {node.value!r}" for node in ast.walk(tree)
+        literals += [f"{SOURCES[module]}:{node.lineno}: {node.value!r}" for node in ast.walk(tree)
                      if isinstance(node, ast.Constant) and isinstance(node.value, str)
                      and id(node) not in skip and re.search(r"\bsagemaker_[a-z]", node.value)]
     assert literals == []

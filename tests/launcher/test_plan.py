@@ -6,8 +6,8 @@ import re
 import pytest
 
 from maskrcnn_contract import hyperparameters
-from maskrcnn_launcher import jobs, plan, submit
-from maskrcnn_launcher.options import LaunchOptions, LaunchRequestError
+from maskrcnn_launcher.training import jobs, plan, submit
+from maskrcnn_launcher.training.options import LaunchOptions, LaunchRequestError
 
 from tests.launcher.conftest import BUCKET, JOB_PREFIX, NOTEBOOKS, shared_boto_session
 from tests.launcher.fake_aws import STAGED_INFO

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from maskrcnn_launcher import jobs, submit
-from maskrcnn_launcher.options import LaunchOptions
+from maskrcnn_launcher.training import jobs, submit
+from maskrcnn_launcher.training.options import LaunchOptions
 
 from tests.launcher.conftest import shared_boto_session
 

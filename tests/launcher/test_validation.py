@@ -7,8 +7,10 @@ import dataclasses
 import pytest
 
 from maskrcnn_contract import ssm
-from maskrcnn_launcher import data_prep, instances, jobs, plan, settings, submit, validation
-from maskrcnn_launcher.options import LaunchOptions, LaunchRequestError
+from maskrcnn_launcher.data import file_systems
+from maskrcnn_launcher.deployment import instances, settings
+from maskrcnn_launcher.training import jobs, plan, submit, validation
+from maskrcnn_launcher.training.options import LaunchOptions, LaunchRequestError
 
 from tests.launcher.conftest import BUCKET, FSX_MOUNT_NAME, JOB_PREFIX, shared_boto_session
 from tests.launcher.expectations import assert_training_request, toolkit_hyperparameters
@@ -190,7 +192,7 @@ def test_datasync_runs_every_task_following_a_running_execution_instead_of_start
     dataset, pretrained = deployment.datasync_task_arns  # one task per prefix
     running = client.start_task_execution(TaskArn=dataset)["TaskExecutionArn"]
     said = []
-    executions = data_prep.sync_to_efs(client, deployment, poll=0, echo=said.append)
+    executions = file_systems.sync_to_efs(client, deployment, poll=0, echo=said.append)
     assert [e["TaskExecutionArn"] for e in executions][0] == running
     assert executions[1]["TaskExecutionArn"].startswith(pretrained + "/execution/")
     assert [e["Status"] for e in executions] == ["SUCCESS", "SUCCESS"]
@@ -201,7 +203,7 @@ def test_datasync_runs_every_task_following_a_running_execution_instead_of_start
 
 
 def test_console_links_use_the_partitions_console():
-    from maskrcnn_launcher import follow
+    from maskrcnn_launcher.runs import follow
 
     assert follow.console_urls("eu-west-2", "j")["job"].startswith("https://eu-west-2.console.aws.amazon.com/")
     assert follow.console_urls("cn-north-1", "j")["job"].startswith("https://console.amazonaws.cn/")

@@ -79,7 +79,8 @@ class FakeDeployment:
 
     def _send(self, build) -> dict:
         import boto3
-        from maskrcnn_launcher import settings, submit
+        from maskrcnn_launcher.deployment import settings
+        from maskrcnn_launcher.training import submit
 
         with self._environment():
             session = boto3.session.Session(region_name=REGION)
@@ -90,8 +91,8 @@ class FakeDeployment:
                          hyperparameters: Dict[str, str], instance_count: int = 2) -> dict:
         """The CreateTrainingJob request of a launch trained from scratch (no backbone staged:
         `--no-pretrained`), one process per host on a CPU instance type."""
-        from maskrcnn_launcher import jobs
-        from maskrcnn_launcher.options import LaunchOptions
+        from maskrcnn_launcher.training import jobs
+        from maskrcnn_launcher.training.options import LaunchOptions
 
         options = LaunchOptions(
             data_source=data_source, instance_type="ml.m5.xlarge", instance_count=instance_count,
@@ -102,7 +103,7 @@ class FakeDeployment:
             deployment, options, session, echo=lambda line: None))
 
     def staging_request(self) -> dict:
-        from maskrcnn_launcher import jobs
+        from maskrcnn_launcher.training import jobs
 
         return self._send(jobs.staging_job)
 

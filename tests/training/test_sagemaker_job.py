@@ -197,8 +197,9 @@ def test_the_staging_request_stages_coco_and_the_backbone_as_the_launcher_then_e
     sources"); S3 is the fake deployment's bucket, reached through AWS_ENDPOINT_URL. Afterwards
     the launcher finds the dataset and the backbone staged and plans a pretrained launch."""
     from maskrcnn_contract.job_io import DATASET_COMPLETE_MARKER, PRETRAINED_COMPLETE_MARKER
-    from maskrcnn_launcher import inputs, plan, settings
-    from maskrcnn_launcher.options import LaunchOptions
+    from maskrcnn_launcher.deployment import settings
+    from maskrcnn_launcher.training import inputs, plan
+    from maskrcnn_launcher.training.options import LaunchOptions
 
     from maskrcnn_job.staging import stage_coco
     from tests.iam.deployment import SSM_PATH

@@ -2,7 +2,7 @@
 
     played = sagemaker_job.play(request, work_dir, Inputs(s3=s3_client, file_systems={...}))
 
-`request` is what the launcher sends (`maskrcnn_launcher.submit.send(launch, deployment,
+`request` is what the launcher sends (`maskrcnn_launcher.training.submit.send(launch, deployment,
 dry_run=True)` returns it); `Inputs` says where its inputs are on this machine. What SageMaker
 does with it ("How Amazon SageMaker AI Provides Training Information": docs/aws-rules.md SM-17),
 and here:

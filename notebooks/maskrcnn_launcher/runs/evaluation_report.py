@@ -22,15 +22,15 @@ from typing import Dict, Optional
 from maskrcnn_contract import evaluation_report as contract
 from maskrcnn_contract import s3_objects
 from maskrcnn_contract.evaluation_report import table  # noqa: F401  (the launcher's API)
-from maskrcnn_launcher import deploy
-from maskrcnn_launcher.settings import Deployment
+from maskrcnn_launcher.deployment.settings import Deployment
+from maskrcnn_launcher.runs import lookup
 
 # On the notebook instance's volume, beside the TensorBoard copies: <root>/<job>/.
 ROOT_ENV = "MASKRCNN_REPORTS_DIR"
 DEFAULT_ROOT = "~/SageMaker/evaluation-reports"
 
 
-class ReportMissingError(deploy.DeployRequestError):
+class ReportMissingError(lookup.RunRequestError):
     """The job's model.tar.gz holds no evaluation report."""
 
 
@@ -78,10 +78,10 @@ def fetch(deployment: Deployment, job_name: str, boto_session,
           out_dir: Optional[str] = None) -> Fetched:
     """The evaluation report of training job `job_name`, from its model.tar.gz into `out_dir`
     (default <$MASKRCNN_REPORTS_DIR or DEFAULT_ROOT>/<job>/), replaced whole. Refused
-    (DeployRequestError) for a job that is not this deployment's, does not exist, is not
+    (lookup.RunRequestError) for a job that is not this deployment's, does not exist, is not
     Completed, or has no model; ReportMissingError for a model without a report."""
     s3 = boto_session.client("s3")
-    job = deploy.training_job(boto_session.client("sagemaker"), s3, deployment, job_name)
+    job = lookup.training_job(boto_session.client("sagemaker"), s3, deployment, job_name)
     url = job["ModelArtifacts"]["S3ModelArtifacts"]
     folder, _, name = url.rpartition("/")
     bucket, prefix = s3_objects.split_s3_uri(folder)

@@ -47,14 +47,14 @@ class Deployment:
     training_role_arn: str
     staging_role_arn: str
     training_image_uri: str
-    # Serving (deploy.py): the role a SageMaker Model runs as, and the region's TensorFlow
+    # Serving (serving/endpoint_plan.py): the role a SageMaker Model runs as, and the region's TensorFlow
     # Serving inference images, one per processor (instances.hosting_processor).
     model_role_arn: str
     inference_image_gpu_uri: str
     inference_image_cpu_uri: str
     # Whether jobs reach the internet (NAT): an isolated VPC cannot run the staging job.
     internet_egress: bool
-    # The SNS topic of the deployment's notifications; deploy.py's idle alarms notify it.
+    # The SNS topic of the deployment's notifications; serving's idle alarms notify it.
     notification_topic_arn: str
     # Absent when the deployment has FSx disabled.
     fsx_id: Optional[str] = None

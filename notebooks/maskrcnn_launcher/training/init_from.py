@@ -18,9 +18,10 @@ from typing import List, Optional
 from maskrcnn_contract import hyperparameters, job_io, s3_objects
 from maskrcnn_contract.hyperparameters import Hyperparameters
 
-from maskrcnn_launcher import inputs
-from maskrcnn_launcher.options import LaunchRequestError
-from maskrcnn_launcher.settings import Deployment
+from maskrcnn_launcher.deployment.settings import Deployment
+from maskrcnn_launcher.runs import lookup
+from maskrcnn_launcher.training import inputs
+from maskrcnn_launcher.training.options import LaunchRequestError
 
 WHERE = "--init-from, init_from"
 
@@ -40,11 +41,9 @@ def _refuse(problem: str) -> LaunchRequestError:
 
 def _job_checkpoints(sagemaker_client, deployment: Deployment, name: str) -> str:
     """The checkpoint S3 URI of the training job `name` of this deployment."""
-    from maskrcnn_launcher.deploy import _is_staging_job, describe_job
-
-    job = describe_job(sagemaker_client, deployment, name, _refuse)
+    job = lookup.describe_job(sagemaker_client, deployment, name, _refuse)
     # Known by its name as well: a DescribeTrainingJob answer need not carry the Environment.
-    if _is_staging_job(deployment, name, job):
+    if lookup.is_staging_job(deployment, name, job):
         raise _refuse(f"{name!r} is a staging job: it trains no model")
     uri = (job.get("CheckpointConfig") or {}).get("S3Uri")
     if not uri:

@@ -24,7 +24,7 @@ from typing import List, Optional
 
 from maskrcnn_contract.s3_objects import split_s3_uri
 
-from maskrcnn_launcher import follow
+from maskrcnn_launcher.runs import follow
 
 # On the notebook instance's volume (kept across stops, encrypted with the deployment's key).
 ROOT_ENV = "MASKRCNN_TENSORBOARD_DIR"

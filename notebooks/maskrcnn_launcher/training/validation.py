@@ -28,11 +28,11 @@ from typing import List, Mapping, Optional
 
 from maskrcnn_contract import hyperparameters, job_io
 
-from maskrcnn_launcher import instances
-from maskrcnn_launcher.options import (DEFAULT_DISTRIBUTION, FILE, HOROVOD,
-                                       INPUT_MODES, MAX_KEEP_ALIVE_SECONDS, MAX_RUN_SECONDS, MWMS,
-                                       PARAMETER_SERVER, LaunchRequestError)
-from maskrcnn_launcher.settings import Deployment
+from maskrcnn_launcher.deployment import instances
+from maskrcnn_launcher.deployment.settings import Deployment
+from maskrcnn_launcher.training.options import (DEFAULT_DISTRIBUTION, FILE, HOROVOD, INPUT_MODES,
+                                                MAX_KEEP_ALIVE_SECONDS, MAX_RUN_SECONDS, MWMS,
+                                                PARAMETER_SERVER, LaunchRequestError)
 
 TRAINING, STAGING = "training", "staging"
 

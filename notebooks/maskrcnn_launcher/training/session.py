@@ -13,10 +13,10 @@ import os
 import weakref
 from typing import Optional, Tuple
 
-from maskrcnn_launcher import validation
-from maskrcnn_launcher.options import LaunchRequestError
-from maskrcnn_launcher.plan import LaunchPlan
-from maskrcnn_launcher.settings import Deployment
+from maskrcnn_launcher.deployment.settings import Deployment
+from maskrcnn_launcher.training import validation
+from maskrcnn_launcher.training.options import LaunchRequestError
+from maskrcnn_launcher.training.plan import LaunchPlan
 
 # The launcher checks the role itself (it must be the deployment's training or staging role).
 # The SDK's own check needs iam:SimulatePrincipalPolicy and iam:GetRole, which the notebook role

@@ -13,12 +13,13 @@ from typing import Callable, Optional
 from maskrcnn_contract import job_io, labeling, metrics
 from maskrcnn_contract.hyperparameters import Hyperparameters
 
-from maskrcnn_launcher import instances
-from maskrcnn_launcher.options import HOROVOD, PARAMETER_SERVER, LaunchOptions, LaunchRequestError
-from maskrcnn_launcher.plan import MAX_BASE_NAME, STAGING_RUN, Channel, training_plan
-from maskrcnn_launcher.session import Launch, sagemaker_session
-from maskrcnn_launcher.settings import Deployment
-from maskrcnn_launcher.validation import STAGING, TRAINING
+from maskrcnn_launcher.deployment import instances
+from maskrcnn_launcher.deployment.settings import Deployment
+from maskrcnn_launcher.training.options import (HOROVOD, PARAMETER_SERVER, LaunchOptions,
+                                                LaunchRequestError)
+from maskrcnn_launcher.training.plan import MAX_BASE_NAME, STAGING_RUN, Channel, training_plan
+from maskrcnn_launcher.training.session import Launch, sagemaker_session
+from maskrcnn_launcher.training.validation import STAGING, TRAINING
 
 # After `session`, which sets the SDK's environment before the SDK is first imported.
 from sagemaker.core.training.configs import (

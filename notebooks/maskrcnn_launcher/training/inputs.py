@@ -20,7 +20,7 @@ from typing import List, Optional, Sequence
 from maskrcnn_contract import job_io
 from maskrcnn_contract.s3_objects import object_exists
 
-from maskrcnn_launcher.settings import Deployment
+from maskrcnn_launcher.deployment.settings import Deployment
 
 
 def stage_command(dataset: str) -> str:

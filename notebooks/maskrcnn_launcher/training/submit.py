@@ -5,8 +5,8 @@ CreateTrainingJob call; `send` tells it what to expect (the deployment, the job'
 to stop there) and returns the request as checked.
 """
 
-from maskrcnn_launcher import session
-from maskrcnn_launcher.settings import Deployment
+from maskrcnn_launcher.deployment.settings import Deployment
+from maskrcnn_launcher.training import session
 
 
 def send(launch: session.Launch, deployment: Deployment, dry_run: bool = False) -> dict:

@@ -19,8 +19,9 @@ keep-alive of 0 (TRN-5).
 import datetime
 from typing import List, Optional
 
-from maskrcnn_launcher import deploy, instances
-from maskrcnn_launcher.settings import Deployment
+from maskrcnn_launcher.deployment import instances
+from maskrcnn_launcher.deployment.settings import Deployment
+from maskrcnn_launcher.runs import lookup
 
 AVAILABLE = "Available"
 FINISHED = ("Completed", "Failed", "Stopped")
@@ -73,7 +74,7 @@ def warm_pools(sagemaker_client, deployment: Deployment,
             if not name.startswith(prefix):
                 continue
             try:
-                job = deploy.describe_job(sagemaker_client, deployment, name, WarmPoolRequestError)
+                job = lookup.describe_job(sagemaker_client, deployment, name, WarmPoolRequestError)
             except WarmPoolRequestError:
                 continue  # gone meanwhile
             if (job.get("WarmPoolStatus") or {}).get("Status") == AVAILABLE:
@@ -120,7 +121,7 @@ def release(sagemaker_client, deployment: Deployment, job_name: str) -> dict:
     (WarmPoolRequestError, nothing sent) a job outside the deployment's prefix, a job that does
     not exist, one still running and one whose pool is not Available. Returns the pool as it was
     (`warm_pools`' fields)."""
-    job = deploy.describe_job(sagemaker_client, deployment, job_name, WarmPoolRequestError)
+    job = lookup.describe_job(sagemaker_client, deployment, job_name, WarmPoolRequestError)
     problem = _refusal(job)
     if problem:
         raise WarmPoolRequestError(problem)
