@@ -12,6 +12,8 @@ import json
 import math
 from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
+from maskrcnn_contract import metrics
+
 BACKBONES = ("resnet18", "resnet34", "resnet50", "resnet101")
 MODEL_PRESETS = ("standard", "compact")
 BATCH_NORMS = ("frozen", "sync", "per_rank")
@@ -85,6 +87,19 @@ class Hyperparameters:
     checkpoint_every_steps: int = _field(
         1000, "Checkpoint period in steps: a spot interruption loses at most this much work.",
         minimum=1)
+    objective_metric: str = _field(
+        "eval/segm_AP",
+        "The evaluation figure that picks the best checkpoint, which the job exports, and that "
+        "early stopping watches: one of the eval/ metric lines; the validation losses "
+        "(eval/*loss) are minimized, the others maximized (docs/evaluation.md, "
+        "\"The best checkpoint and early stopping\").", choices=metrics.OBJECTIVE_METRICS)
+    early_stopping_patience: int = _field(
+        0, "Stop once `objective_metric` has not improved for this many evaluations in a row; "
+        "the best checkpoint is exported as always. 0: never stop early. Refused when the run "
+        "evaluates too rarely for it ever to stop before its end.", minimum=0)
+    early_stopping_min_delta: float = _field(
+        0.0, "How much better than the best so far an evaluation's `objective_metric` must be to "
+        "count as an improvement (a new best checkpoint, patience starting over).", minimum=0.0)
     log_every_steps: int = _field(50, "Period of train/* metric lines in steps.", minimum=1)
     max_instances: int = _field(100, "Instances kept per training image.", minimum=1)
     threads_per_rank: int = _field(
@@ -312,11 +327,18 @@ def eval_every_steps(hps: Hyperparameters, length: RunLength) -> int:
     return round(hps.eval_every_epochs * length.steps_per_epoch)
 
 
+def evaluations_before_the_end(hps: Hyperparameters, length: RunLength) -> int:
+    """The evaluations a run makes before its last step (the last one's comes after it)."""
+    every = eval_every_steps(hps, length)
+    return (length.total_steps - 1) // every if every else 0
+
+
 def run_length_problems(hps: Hyperparameters, length: RunLength) -> List[str]:
     """What this run's length would silently turn into something else: a warmup that outlasts a
     run of `epochs`, an evaluation period under one step (it would round to 0, "only at the
-    end"). Empty when there is none. The job refuses them at start (Schedule.build), the launcher
-    before it sends where it knows the dataset's size and the replicas."""
+    end"), an early stopping that could never stop the run. Empty when there is none. The job
+    refuses them at start (Schedule.build), the launcher before it sends where it knows the
+    dataset's size and the replicas."""
     problems = []
     total, per_epoch = length.total_steps, length.steps_per_epoch
     # With max_steps the run is cut short on purpose (a try, a smoke or timing run, the tests'
@@ -335,6 +357,19 @@ def run_length_problems(hps: Hyperparameters, length: RunLength) -> List[str]:
             f"so that is every {hps.eval_every_epochs * per_epoch:.3g} steps, less than one, and "
             "the job would evaluate only at the end; allowed: 0 (only at the end) or at least "
             f"{1 / per_epoch:.4g} (one step)")
+    # The earliest stop is at the evaluation `patience` after the first (the first is the first
+    # best): it must come before the last step, whose evaluation ends the run anyway.
+    before_the_end = evaluations_before_the_end(hps, length)
+    if hps.early_stopping_patience and hps.early_stopping_patience >= before_the_end:
+        problems.append(
+            f"hyperparameter early_stopping_patience={hps.early_stopping_patience}: "
+            f"{length.describe(hps)}, evaluated " + (
+                f"every {eval_every_steps(hps, length)} steps (eval_every_epochs="
+                f"{hps.eval_every_epochs:g}), {before_the_end} time(s) before its end"
+                if hps.eval_every_epochs else "only at its end (eval_every_epochs=0)")
+            + ", so it could never stop early; allowed: 0 (off)"
+            + (f" or 1 to {before_the_end - 1} for this run" if before_the_end > 1 else "")
+            + ", or evaluate more often (eval_every_epochs)")
     return problems
 
 

@@ -24,20 +24,46 @@ TRAIN_METRICS = (
     "train/epoch",
 )
 
-# pycocotools' 12 summary numbers, for bbox and for segm.
+# pycocotools' 12 summary numbers, for bbox and for segm: the report's summary and TensorBoard.
 COCO_STATS = ("AP", "AP50", "AP75", "APs", "APm", "APl",
               "ARmax1", "ARmax10", "ARmax100", "ARs", "ARm", "ARl")
-EVAL_METRICS = tuple(f"eval/{kind}_{stat}" for kind in ("bbox", "segm") for stat in COCO_STATS)
+# SageMaker takes at most 40 metric definitions per training job (CreateTrainingJob,
+# AlgorithmSpecification.MetricDefinitions). The validation losses did not fit beside the 36
+# figures before them: the recall at 1 and at 10 detections per image leave the metric lines
+# (COCO's own headline recall is ARmax100, which stays; all 12 stay in the report and TensorBoard).
+MAX_METRIC_DEFINITIONS = 40
+NOT_METRIC_LINES = ("ARmax1", "ARmax10")
+EVAL_METRICS = tuple(f"eval/{kind}_{stat}" for kind in ("bbox", "segm") for stat in COCO_STATS
+                     if stat not in NOT_METRIC_LINES)
 
 # From the evaluation report (docs/evaluation.md): the lowest per-class AP, bbox and segm. Which
 # class it is, and every other class's figures, are in the report.
 PER_CLASS_METRICS = ("eval/bbox_AP_worst_class", "eval/segm_AP_worst_class")
 
-ALL_METRICS = TRAIN_METRICS + EVAL_METRICS + PER_CLASS_METRICS
+# The training losses on the validation split, at every evaluation (mean over its images): the
+# train/ names under eval/, beside the AP in TensorBoard.
+VALIDATION_LOSS_METRICS = tuple("eval/" + name[len("train/"):] for name in TRAIN_METRICS
+                                if name.endswith("loss"))
 
-# SageMaker takes at most 40 metric definitions per training job (CreateTrainingJob,
-# AlgorithmSpecification.MetricDefinitions).
-MAX_METRIC_DEFINITIONS = 40
+# The best value of the run's objective (hyperparameter objective_metric) so far, at every
+# evaluation: what the exported model scored. A tuning job whose objective is this line ranks a
+# job by the model it exported (docs/evaluation.md, "The best checkpoint and early stopping").
+BEST_OBJECTIVE = "eval/best_objective"
+
+ALL_METRICS = (TRAIN_METRICS + EVAL_METRICS + PER_CLASS_METRICS + VALIDATION_LOSS_METRICS
+               + (BEST_OBJECTIVE,))
+
+# What the job may take as its objective: the figures of an evaluation that are metric lines.
+OBJECTIVE_METRICS = EVAL_METRICS + PER_CLASS_METRICS + VALIDATION_LOSS_METRICS
+MAXIMIZE, MINIMIZE = "Maximize", "Minimize"  # SageMaker's HyperParameterTuningJobObjective Type
+
+
+def objective_direction(name: str) -> str:
+    """Whether `name` (one of OBJECTIVE_METRICS) is better higher (AP, AR) or lower (losses):
+    the one definition, for the job's best checkpoint and for a tuning job's objective Type."""
+    if name not in OBJECTIVE_METRICS:
+        raise KeyError(f"{name!r} is not an evaluation metric line: {', '.join(OBJECTIVE_METRICS)}")
+    return MINIMIZE if name in VALIDATION_LOSS_METRICS else MAXIMIZE
 
 _NUMBER = r"([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
 
@@ -63,9 +89,16 @@ def format_line(name: str, value: float) -> str:
 METRICS_FILE_ENV = "MASKRCNN_METRICS_FILE"
 
 
+def left_out_of_metric_lines(name: str) -> bool:
+    """An evaluation figure left out of the metric lines for the 40 definitions (NOT_METRIC_LINES),
+    which the job still writes to TensorBoard and the report."""
+    return name.startswith("eval/") and name.rsplit("_", 1)[-1] in NOT_METRIC_LINES
+
+
 def emit(values: Dict[str, float], stream=None) -> None:
     """Writes metric lines, one per line, and flushes so the log shows them at once: to `stream`,
-    else appended to the file METRICS_FILE_ENV names, else to stdout."""
+    else appended to the file METRICS_FILE_ENV names, else to stdout. The figures
+    left_out_of_metric_lines are skipped; any other undeclared name raises (format_line)."""
     path = os.environ.get(METRICS_FILE_ENV) if stream is None else None
     if path:
         with open(path, "a", encoding="utf-8") as f:
@@ -73,7 +106,8 @@ def emit(values: Dict[str, float], stream=None) -> None:
         return
     stream = stream or sys.stdout
     for name, value in values.items():
-        stream.write(format_line(name, float(value)) + "\n")
+        if not left_out_of_metric_lines(name):
+            stream.write(format_line(name, float(value)) + "\n")
     stream.flush()
 
 

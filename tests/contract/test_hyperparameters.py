@@ -172,3 +172,57 @@ def test_same_classes_is_the_names_and_annotation_ids_in_order():
     assert same(run, [{"id": 3, "name": "bolt"}, {"id": 17, "name": "nut"}])
     # A run that recorded no classes shares none (the launcher read it as [], the job failed).
     assert not same({}, []) and not same({"categories": []}, [])
+
+
+@pytest.mark.parametrize("name", ["train/loss", "eval/bbox_ARmax10", "eval/segm_ap",
+                                  "segm_AP"])
+def test_an_objective_that_is_no_evaluation_metric_line_is_refused_naming_the_allowed(name):
+    """The best checkpoint and early stopping read the objective from an evaluation's metric
+    lines: anything else (a training figure, a figure left out of the metric lines, a typo) is
+    refused by name before the job starts, with what is allowed."""
+    with pytest.raises(HyperparameterError) as error:
+        hyperparameters.parse({"objective_metric": name})
+    assert str(error.value).startswith(f"hyperparameter objective_metric={name!r}: expected one "
+                                       "of eval/bbox_AP, eval/bbox_AP50")
+    assert "eval/loss" in str(error.value) and "eval/segm_AP_worst_class" in str(error.value)
+    assert hyperparameters.parse({}).objective_metric == "eval/segm_AP"
+
+
+def test_losses_are_minimized_and_every_other_objective_maximized():
+    assert metrics.VALIDATION_LOSS_METRICS == (
+        "eval/loss", "eval/rpn_score_loss", "eval/rpn_box_loss", "eval/frcnn_cls_loss",
+        "eval/frcnn_box_loss", "eval/mask_loss")
+    for name in metrics.OBJECTIVE_METRICS:
+        expected = metrics.MINIMIZE if name.endswith("loss") else metrics.MAXIMIZE
+        assert metrics.objective_direction(name) == expected, name
+    # Every objective is a metric line (SageMaker reads it, a tuning job can take it), and so is
+    # the best so far; the figures left out still reach TensorBoard (left_out_of_metric_lines).
+    assert set(metrics.OBJECTIVE_METRICS) | {metrics.BEST_OBJECTIVE} <= set(metrics.ALL_METRICS)
+    assert len(metrics.METRIC_DEFINITIONS) <= metrics.MAX_METRIC_DEFINITIONS
+    assert metrics.left_out_of_metric_lines("eval/segm_ARmax10")
+    assert not metrics.left_out_of_metric_lines("eval/segm_ARmax100")
+
+
+def test_early_stopping_that_could_never_stop_the_run_is_refused_naming_the_limits():
+    """40 steps evaluated every 10: evaluations at 10, 20, 30 before the end. The earliest stop
+    is `patience` evaluations after the first, so 2 can stop the run (at 30), 3 cannot."""
+    hps = hyperparameters.parse({"max_steps": "40", "eval_every_epochs": "0.25",
+                                 "early_stopping_patience": "3"})
+    length = hyperparameters.run_length(hps, num_train_images=160, num_replicas=2)
+    assert hyperparameters.evaluations_before_the_end(hps, length) == 3
+    problem, = hyperparameters.run_length_problems(hps, length)
+    assert problem == (
+        "hyperparameter early_stopping_patience=3: this run is 40 steps (max_steps=40; an epoch "
+        "is 40 steps, for 160 training images in global batches of 4: images_per_gpu=2 x 2 "
+        "replicas), evaluated every 10 steps (eval_every_epochs=0.25), 3 time(s) before its "
+        "end, so it could never stop early; allowed: 0 (off) or 1 to 2 for this run, or "
+        "evaluate more often (eval_every_epochs)")
+    for patience in (0, 1, 2):
+        hps = hyperparameters.parse({"max_steps": "40", "eval_every_epochs": "0.25",
+                                     "early_stopping_patience": patience})
+        assert hyperparameters.run_length_problems(hps, length) == []
+    hps = hyperparameters.parse({"max_steps": "40", "eval_every_epochs": "0",
+                                 "early_stopping_patience": "1"})
+    problem, = hyperparameters.run_length_problems(hps, length)
+    assert "evaluated only at its end (eval_every_epochs=0), so it could never stop early; " \
+           "allowed: 0 (off), or evaluate more often" in problem

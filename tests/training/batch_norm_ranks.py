@@ -11,6 +11,9 @@ tests assert on:
   of every batch-norm layer, which layers' statistics differ between ranks or moved, and the
   backbone's first layer against the global batch's statistics. `frozen` restores a backbone
   checkpoint written from the `sync` model, its batch-norm weights set to distinctive values.
+- `validation_losses`: the `sync` Trainer's evaluator computing the validation losses on its
+  model (its share of the val split, every rank): which variables moved (none may), and which
+  the same pass moves with its batch norm in training mode (the break the test names).
 `per_rank` builds Model Garden's model unchanged: its config is checked in test_experiment.py,
 and the per-rank layer's failing the checks above is shown by `layer`.
 The steps run eagerly: the same layers, optimizer and allreduces as the job's traced step,
@@ -29,7 +32,7 @@ from tf_keras.src.layers.normalization.batch_normalization import BatchNormaliza
 from maskrcnn_contract import hyperparameters
 from maskrcnn_job.distribution import horovod_backend
 from maskrcnn_job.data import layout
-from maskrcnn_job.training import trainer
+from maskrcnn_job.training import evaluation, trainer
 
 import averaging_ranks  # beside this program, which mpirun runs as a script
 
@@ -177,6 +180,36 @@ def model_steps(backend, job) -> dict:
     }
 
 
+def validation_losses(backend, job) -> dict:
+    """The evaluator's validation losses on `job`'s model (Horovod: the training model itself),
+    then one batch of the same losses traced afresh without batch_norm_in_inference_mode: the
+    variables each pass moved."""
+    # pylint: disable=protected-access  (the evaluator's own pieces, as evaluate() runs them)
+    variables = job.model.variables
+    evaluator = job.evaluator
+    evaluator._model = job.model
+
+    def moved_by(run) -> list:
+        before = [v.numpy() for v in variables]
+        run()
+        return [v.name for v, old in zip(variables, before) if not np.array_equal(v.numpy(), old)]
+
+    found = {}
+
+    def job_pass():
+        found["sums"], found["images"] = evaluator._local_losses(lambda: None)
+
+    def training_mode_pass():
+        images, labels = next(iter(evaluation.validation_loss_inputs(
+            job.task, evaluator._loss_data_config, backend.input_context())))
+        tf.function(evaluator._loss_batch)(images, labels)
+
+    moved = moved_by(job_pass)
+    return {"moved": moved, "images": found["images"],
+            "losses": {name: total / found["images"] for name, total in found["sums"].items()},
+            "moved_in_training_mode": moved_by(training_mode_pass)}
+
+
 def write_pretrained_backbone(backend, job, prefix) -> list:
     """Rank 0 writes `job`'s backbone as a pretrained checkpoint, its batch-norm weights set to
     values no training would give; returns them (every rank, in layer order)."""
@@ -209,6 +242,7 @@ def main():
     }, "averaging": averaging_ranks.averaging_step(backend)}
     sync = build_trainer(backend, "sync", work_dir)
     results["sync"] = model_steps(backend, sync)
+    results["validation_losses"] = validation_losses(backend, sync)
 
     values = write_pretrained_backbone(backend, sync, os.path.join(work_dir, "pretrained", "ckpt"))
     frozen = build_trainer(backend, "frozen", work_dir,

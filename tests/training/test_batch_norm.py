@@ -76,6 +76,21 @@ def test_sync_every_batch_norm_of_the_model_is_synchronized(results):
         assert step["first_error_vs_global"] < 1e-4
 
 
+def test_the_validation_losses_move_no_weight_and_no_batch_norm_statistic(results):
+    """The evaluator's validation losses (the model in training mode for the sampled proposals,
+    its batch norm in inference mode, no gradient) leave every variable of the model as it was,
+    on each rank's share of the 6 val images; the same pass with batch norm in training mode
+    moves the moving statistics (the check can fail)."""
+    losses = results["validation_losses"]
+    assert losses["images"] == 3
+    assert set(losses["losses"]) == {"eval/loss", "eval/rpn_score_loss", "eval/rpn_box_loss",
+                                     "eval/frcnn_cls_loss", "eval/frcnn_box_loss", "eval/mask_loss"}
+    assert all(0 < value < 100 for value in losses["losses"].values()), losses["losses"]
+    assert losses["moved"] == []
+    moved = losses["moved_in_training_mode"]
+    assert moved and all(name.endswith(("moving_mean:0", "moving_variance:0")) for name in moved)
+
+
 def test_frozen_keeps_the_pretrained_backbone_statistics_and_syncs_the_rest(results):
     frozen = results["frozen"]
     backbone = frozen["layers"]["backbone"]

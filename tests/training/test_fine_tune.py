@@ -27,7 +27,10 @@ CLASS_SPECIFIC = ["detection-boxes", "detection-scores", "mask-logits"]
 STEPS = ["--ranks", "1", "--draw", "0", "--hp", "max_steps=10", "--hp", "log_every_steps=2"]
 
 
-def _local_run(work, *args, timeout=400):
+# Past a hang, not past a loaded machine: in make test beside five other processes (2026-11-27,
+# every evaluation now also builds the validation losses' graph) the first run had not finished
+# its 10 steps after 370 s.
+def _local_run(work, *args, timeout=900):
     command = [sys.executable, "-m", "maskrcnn_local.local_run", "--work-dir", str(work), *TINY,
                *STEPS, *args, "--timeout", str(timeout - 30)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)

@@ -45,3 +45,23 @@ def test_max_steps_shorter_than_the_warmup_is_logged_with_the_warmup_used(caplog
         "warning: warmup_steps=500 is longer than this run (max_steps=20): the learning rate "
         "warms up over all 20 steps instead (warmup_steps=20) and reaches its peak only at the "
         "last step"]
+
+
+def test_early_stopping_that_could_never_stop_the_run_stops_the_job_before_training():
+    """A patience the run's evaluations can never reach would be a setting that does nothing:
+    refused at start (Schedule.build), naming the run's evaluations and what is allowed."""
+    hps = hyperparameters.parse({"max_steps": "20", "warmup_steps": "0", "eval_every_epochs": "0",
+                                 "early_stopping_patience": "2"})
+    with pytest.raises(HyperparameterError, match=r"early_stopping_patience=2: this run is 20 "
+                                                  r"steps .* evaluated only at its end"):
+        Schedule.build(hps, num_train_images=16, num_replicas=2)
+    # 4 steps per epoch, evaluated every epoch: at 4, 8, 12, 16 before the end; a patience of 3
+    # can stop it (at 16), 4 cannot.
+    for patience, refused in ((3, False), (4, True)):
+        hps = hyperparameters.parse({"max_steps": "20", "warmup_steps": "0",
+                                     "eval_every_epochs": "1", "early_stopping_patience": patience})
+        if refused:
+            with pytest.raises(HyperparameterError, match=r"allowed: 0 \(off\) or 1 to 3 for "):
+                Schedule.build(hps, num_train_images=16, num_replicas=2)
+        else:
+            assert Schedule.build(hps, num_train_images=16, num_replicas=2).eval_every_steps == 4

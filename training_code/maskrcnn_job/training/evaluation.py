@@ -5,8 +5,10 @@ with Model Garden's coco_utils (boxes back to original pixels, masks pasted into
 RLE-encoded); rank 0 gathers them and runs COCOeval against the original annotation file
 (faster-coco-eval's, or pycocotools' when it is not installed: maskrcnn_job/evaluation/coco.py),
 then writes the evaluation report (maskrcnn_job/evaluation/report.py: per-class AP, curves,
-confusion matrix, score thresholds) under <SM_OUTPUT_DATA_DIR>/evaluation/step-<N>/; the last one
-is copied beside the model (<SM_MODEL_DIR>/code/evaluation/) by the export. docs/evaluation.md.
+confusion matrix, score thresholds) under <SM_OUTPUT_DATA_DIR>/evaluation/step-<N>/; the best
+one is copied beside the model (<SM_MODEL_DIR>/code/evaluation/) by the export. Each rank also
+computes the training losses on its share of the same images (validation losses); rank 0
+averages them over all the images. docs/evaluation.md.
 """
 
 import contextlib
@@ -21,6 +23,9 @@ from typing import Callable, Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
+import tf_keras
+from official.vision.dataloaders import input_reader, input_reader_factory, maskrcnn_input
+from official.vision.dataloaders import tf_example_decoder
 from official.vision.evaluation import coco_utils
 
 from maskrcnn_contract import metrics as metric_names
@@ -65,6 +70,69 @@ def _to_coco_results(outputs: Dict[str, np.ndarray], labels: Dict[str, np.ndarra
     return results
 
 
+# Model Garden's loss names -> the metric lines' (metrics.VALIDATION_LOSS_METRICS).
+LOSS_METRICS = {"total_loss": "eval/loss", **{
+    name[len("eval/"):]: name for name in metric_names.VALIDATION_LOSS_METRICS
+    if name != "eval/loss"}}
+
+
+def validation_loss_inputs(task, data_config, input_context) -> tf.data.Dataset:
+    """The split of `data_config` with the labels the training losses need (RPN targets, sampled
+    boxes' classes, cropped masks): parsed as Model Garden's training parses, read as its
+    evaluation reads (each image once, in order, sharded over the input pipelines), with the
+    augmentation `data_config` sets (none for validation). Model Garden's build_inputs ties the
+    parsing to is_training, which also makes its reader shuffle and repeat: the same parts are
+    put together here, with the training parse."""
+    model, parser_config = task.task_config.model, data_config.parser
+    decoder_config = data_config.decoder.get()
+    decoder = tf_example_decoder.TfExampleDecoder(
+        include_mask=model.include_mask, regenerate_source_id=decoder_config.regenerate_source_id,
+        mask_binarize_threshold=decoder_config.mask_binarize_threshold)
+    parser = maskrcnn_input.Parser(
+        output_size=model.input_size[:2], min_level=model.min_level, max_level=model.max_level,
+        num_scales=model.anchor.num_scales, aspect_ratios=model.anchor.aspect_ratios,
+        anchor_size=model.anchor.anchor_size,
+        rpn_match_threshold=parser_config.rpn_match_threshold,
+        rpn_unmatched_threshold=parser_config.rpn_unmatched_threshold,
+        rpn_batch_size_per_im=parser_config.rpn_batch_size_per_im,
+        rpn_fg_fraction=parser_config.rpn_fg_fraction,
+        aug_rand_hflip=parser_config.aug_rand_hflip, aug_rand_vflip=parser_config.aug_rand_vflip,
+        aug_scale_min=parser_config.aug_scale_min, aug_scale_max=parser_config.aug_scale_max,
+        aug_type=parser_config.aug_type,
+        skip_crowd_during_training=parser_config.skip_crowd_during_training,
+        max_num_instances=parser_config.max_num_instances, include_mask=model.include_mask,
+        outer_boxes_scale=model.outer_boxes_scale, mask_crop_size=parser_config.mask_crop_size,
+        dtype=data_config.dtype)
+    reader = input_reader_factory.input_reader_generator(
+        data_config, dataset_fn=tf.data.TFRecordDataset, decoder_fn=decoder.decode,
+        combine_fn=input_reader.create_combine_fn(data_config),
+        parser_fn=parser.parse_fn(is_training=True))
+    return reader.read(input_context=input_context)
+
+
+# Every batch norm Model Garden builds: tf_keras's, the backends' synchronized ones (subclasses).
+_BATCH_NORMS = (tf_keras.layers.BatchNormalization,
+                tf_keras.layers.experimental.SyncBatchNormalization)
+
+
+@contextlib.contextmanager
+def batch_norm_in_inference_mode(model):
+    """While active, `model`'s batch-norm layers normalize with their moving statistics and leave
+    them as they are, whatever `training` the model is called with: tf_keras's BatchNormalization
+    runs in inference mode when it is not trainable (the layer flag, read when a call is traced).
+    The validation losses need the rest of the model in training mode (proposals sampled against
+    the ground truth), and must not change the model."""
+    layers = [layer for layer in model.submodules
+              if isinstance(layer, _BATCH_NORMS) and layer.trainable]
+    for layer in layers:
+        layer.trainable = False
+    try:
+        yield
+    finally:
+        for layer in layers:
+            layer.trainable = True
+
+
 def report_failure(step: Optional[int], error: BaseException) -> str:
     """The one warning line of a report that could not be written: its cause and where it was
     raised, without a traceback and without an exception class name (sagemaker_env.
@@ -82,11 +150,15 @@ class Evaluator:
 
     def __init__(self, task, data_config, backend, annotation_file: str, max_images: int = 0,
                  categories: Optional[List[Dict]] = None,
-                 source_ids: Optional[Dict[int, int]] = None, report_root: Optional[str] = None):
+                 source_ids: Optional[Dict[int, int]] = None, report_root: Optional[str] = None,
+                 loss_data_config=None):
         """`categories`: the dataset's (dataset_info.json), for the report's class names;
         `source_ids`: DatasetInfo.source_ids(), each class's id in the export it came from;
-        `report_root`: where the chief writes each evaluation's report (None: no report)."""
+        `report_root`: where the chief writes each evaluation's report (None: no report);
+        `loss_data_config`: the same images as training parses them, for the validation losses
+        (validation_loss_inputs; None: no validation losses)."""
         self._task = task
+        self._loss_data_config = loss_data_config
         self._categories = categories
         self._source_ids = source_ids
         self._report_root = report_root
@@ -103,12 +175,44 @@ class Evaluator:
                 max_images / (per_pipeline_batch * context.num_input_pipelines))
         self._coco_gt = None
         self._predict = tf.function(self._predict_batch)
+        self._losses = tf.function(self._loss_batch)
 
     def _predict_batch(self, images, labels):
         outputs = self._model(images, anchor_boxes=labels["anchor_boxes"],
                               image_shape=labels["image_info"][:, 1, :], training=False)
         keep = ("detection_boxes", "detection_classes", "detection_scores", "detection_masks")
         return {k: outputs[k] for k in keep}
+
+    def _loss_batch(self, images, labels):
+        """Model Garden's training losses of one batch (as the trainer's step computes them, the
+        weight decay in the total), without a gradient."""
+        outputs = self._model(
+            images, image_shape=labels["image_info"][:, 1, :], anchor_boxes=labels["anchor_boxes"],
+            gt_boxes=labels["gt_boxes"], gt_classes=labels["gt_classes"],
+            gt_masks=labels["gt_masks"], training=True)
+        outputs = tf.nest.map_structure(lambda x: tf.cast(x, tf.float32), outputs)
+        losses = self._task.build_losses(outputs=outputs, labels=labels,
+                                         aux_losses=self._model.losses)
+        return {name: tf.stop_gradient(losses[name]) for name in LOSS_METRICS}
+
+    def _local_losses(self, on_batch: Callable[[], None]):
+        """This rank's validation losses: {metric: sum over its images of the batch mean times the
+        batch's images}, and its number of images."""
+        if self._loss_data_config is None:
+            return {}, 0
+        dataset = validation_loss_inputs(self._task, self._loss_data_config,
+                                         self._backend.input_context())
+        if self._max_batches:
+            dataset = dataset.take(self._max_batches)
+        sums, count = dict.fromkeys(LOSS_METRICS.values(), 0.0), 0
+        with batch_norm_in_inference_mode(self._model):
+            for images, labels in dataset:
+                batch = int(images.shape[0])
+                for name, value in self._losses(images, labels).items():
+                    sums[LOSS_METRICS[name]] += float(value) * batch
+                count += batch
+                on_batch()
+        return sums, count
 
     def _local_results(self, on_batch: Callable[[], None]):
         dataset = self._task.build_inputs(self._data_config,
@@ -138,11 +242,13 @@ class Evaluator:
         started = time.time()
         results, image_ids = self._local_results(on_batch)
         inference_s = time.time() - started
-        gathered = self._backend.gather_objects((results, image_ids))
+        loss_sums, loss_images = self._local_losses(on_batch)
+        losses_s = time.time() - started - inference_s
+        gathered = self._backend.gather_objects((results, image_ids, loss_sums, loss_images))
         if not self._backend.is_chief:
             return None
-        all_results = [r for rank_results, _ in gathered for r in rank_results]
-        all_ids = sorted({i for _, ids in gathered for i in ids})
+        all_results = [r for rank_results, *_ in gathered for r in rank_results]
+        all_ids = sorted({i for _, ids, *_ in gathered for i in ids})
         if self._coco_gt is None:
             # pycocotools' "loading annotations into memory..." lines say nothing to a user.
             with contextlib.redirect_stdout(io.StringIO()):
@@ -167,17 +273,26 @@ class Evaluator:
             evaluations[kind] = coco_eval
             for stat, value in zip(metric_names.COCO_STATS, coco_eval.stats):
                 values[f"eval/{kind}_{stat}"] = float(value)
+        images = sum(count for *_, count in gathered)
+        if images:  # the mean over every rank's images
+            validation_losses = {name: sum(sums[name] for _, _, sums, _ in gathered) / images
+                                 for name in LOSS_METRICS.values()}
+            values.update(validation_losses)
         timing = {"inference_s": round(inference_s, 3),
-                  "coco_eval_s": {k: round(v, 3) for k, v in coco_eval_s.items()}}
-        log.info("evaluated %d images, %d detections: inference %.1f s (rank 0), COCOeval %.1f s "
-                 "(%s)", len(all_ids), len(all_results), inference_s, sum(coco_eval_s.values()),
-                 coco_evaluation.describe(evaluator))
+                  "coco_eval_s": {k: round(v, 3) for k, v in coco_eval_s.items()},
+                  "validation_losses_s": round(losses_s, 3)}
+        log.info("evaluated %d images, %d detections: inference %.1f s, validation losses %.1f s "
+                 "(rank 0), COCOeval %.1f s (%s)", len(all_ids), len(all_results), inference_s,
+                 losses_s, sum(coco_eval_s.values()), coco_evaluation.describe(evaluator))
         if self._report_root is not None:
-            values.update(self._write_report(evaluations, step, evaluator, timing))
+            values.update(self._write_report(
+                evaluations, step, evaluator, timing,
+                validation_losses if images else None))
         return values
 
     def _write_report(self, evaluations: Dict, step: Optional[int], evaluator: str,
-                      timing: Dict) -> Dict[str, float]:
+                      timing: Dict,
+                      validation_losses: Optional[Dict[str, float]] = None) -> Dict[str, float]:
         """The report of this evaluation into <report root>/step-<N>/; its headline metrics. A
         report that fails is one warning line (report_failure), and training and the export go
         on without it."""
@@ -190,6 +305,9 @@ class Evaluator:
                                              evaluator=coco_evaluation.describe(evaluator),
                                              timing=timing, source_ids=self._source_ids)
             report["timing"]["report_s"] = round(time.time() - started, 3)  # without pictures
+            if validation_losses is not None:
+                report["validation_losses"] = {name[len("eval/"):]: round(value, 6)
+                                               for name, value in validation_losses.items()}
             files = evaluation_report.write(report, report_dir(self._report_root, step))
         except Exception as error:  # noqa: BLE001  (the report is secondary: the model is not)
             log.warning("%s", report_failure(step, error))
@@ -206,16 +324,20 @@ class Evaluator:
             evaluation_report.write_summaries(writer, step, self.last_report["report"],
                                               self.last_report["files"])
 
-    def copy_report(self, model_dir: str) -> Optional[str]:
-        """The last report beside the model, <model_dir>/code/evaluation/ (after the export,
-        which writes code/ whole); its path, or None when there is no report."""
+    def last_report_dir(self) -> Optional[str]:
+        """The folder of the last evaluation's report; None when it has none."""
         if self.last_report is None:
             return None
-        source = os.path.dirname(self.last_report["files"]["report"])
-        target = os.path.join(model_dir, MODEL_REPORT_DIR)
-        temporary = target + ".incomplete"
-        shutil.rmtree(temporary, ignore_errors=True)
-        shutil.copytree(source, temporary)
-        shutil.rmtree(target, ignore_errors=True)
-        os.replace(temporary, target)
-        return target
+        return os.path.dirname(self.last_report["files"]["report"])
+
+
+def copy_report(source: str, target: str) -> str:
+    """The report folder `source` as `target`, replaced whole (a job stopped while copying leaves
+    the previous one, or none): beside the best checkpoint, or beside the model, <model_dir>/
+    code/evaluation/ (after the export, which writes code/ whole). Returns `target`."""
+    temporary = target + ".incomplete"
+    shutil.rmtree(temporary, ignore_errors=True)
+    shutil.copytree(source, temporary)
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(temporary, target)
+    return target

@@ -98,6 +98,20 @@ def build(hps: Hyperparameters, channel: layout.Channel, info: layout.DatasetInf
     return config
 
 
+def validation_loss_data(config: cfg.ExperimentConfig):
+    """The data config of the validation losses: the val split with the training parser's
+    settings (the anchors' and proposals' sampling, the mask crop: the losses of training), its
+    augmentation off, read as the evaluation reads it (evaluation.validation_loss_inputs)."""
+    task = config.task
+    data = task.train_data.replace(
+        input_path=task.validation_data.input_path, is_training=False, drop_remainder=False,
+        cache=False, global_batch_size=task.validation_data.global_batch_size)
+    data.parser.aug_rand_hflip = data.parser.aug_rand_vflip = False
+    data.parser.aug_scale_min = data.parser.aug_scale_max = 1.0
+    data.parser.aug_type = None
+    return data
+
+
 @contextlib.contextmanager
 def _every_batch_norm_is(layer_class: type):
     """While it is active, every batch-norm layer Model Garden creates is a `layer_class`.

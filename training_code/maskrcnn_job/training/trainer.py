@@ -3,12 +3,13 @@
 Model, inputs and losses come from Model Garden's MaskRCNNTask; this module owns the custom loop:
 the chief's state everywhere before the first step, steps run by the backend (Horovod's averaged
 gradients, or a tf.distribute strategy's), periodic checkpoints (the chief's copy into the
-directory SageMaker syncs) and resume, COCO evaluation and its report, TensorBoard summaries,
-metric lines, and the SavedModel at the end with the last report beside it (the chief's: no other
-process writes /opt/ml/model). Each finished step, evaluated batch and phase goes to the stall
-watchdog (watchdog.py), which fails the job when they stop coming; before the first step the
-processes exchange the addresses at which their watchdogs answer each other (peers.py), so that
-the one that fires names a peer that is frozen. The backend
+directory SageMaker syncs) and resume, COCO evaluation, validation losses and the report,
+TensorBoard summaries, metric lines, the checkpoint of the best evaluation by the objective
+(best.py) and early stopping, and the SavedModel of that best checkpoint at the end with its
+report beside it (the chief's: no other process writes /opt/ml/model). Each finished step,
+evaluated batch and phase goes to the stall watchdog (watchdog.py), which fails the job when they
+stop coming; before the first step the processes exchange the addresses at which their watchdogs
+answer each other (peers.py), so that the one that fires names a peer that is frozen. The backend
 (horovod_backend.HorovodBackend, tf_strategies.MultiWorkerMirroredBackend or
 tf_strategies.ParameterServerBackend) is the seam: nothing here depends on which one runs.
 """
@@ -35,6 +36,7 @@ from maskrcnn_job import sagemaker_env
 from maskrcnn_job.data import layout
 from maskrcnn_job.distribution.backend import Backend
 from maskrcnn_job.serving import export
+from maskrcnn_job.training import best as best_evaluation
 from maskrcnn_job.training import evaluation, experiment, init_from_checkpoint
 from maskrcnn_job.training import watchdog as stall
 from maskrcnn_job.training.schedule import Schedule
@@ -149,7 +151,13 @@ class Trainer:
             self.task, self.config.task.validation_data, backend,
             channel.annotations(layout.VAL), hps.eval_max_images, categories=info.categories,
             source_ids=info.source_ids(),
-            report_root=os.path.join(paths.output_data_dir, evaluation.REPORT_DIR))
+            report_root=os.path.join(paths.output_data_dir, evaluation.REPORT_DIR),
+            loss_data_config=experiment.validation_loss_data(self.config))
+        # The chief's (start() reads an earlier job's of this run); the others get its decisions.
+        self.best = best_evaluation.Best(hps.objective_metric, hps.early_stopping_min_delta)
+        self.patience = hps.early_stopping_patience
+        self.best_dir = os.path.join(paths.checkpoint_dir, best_evaluation.BEST_DIR)
+        self.stop_reason: Optional[str] = None  # set when early stopping ends the run
         self.summary_writer = (tf.summary.create_file_writer(
             paths.tensorboard_dir) if backend.is_chief else None)
         self._run_steps = None  # set by start(): the backend's step runner over the training set
@@ -228,42 +236,116 @@ class Trainer:
         evaluating."""
         self.backend.average_variables(self._per_rank_state)
 
-    def _manager(self, directory: str) -> tf.train.CheckpointManager:
+    def _manager(self, directory: str, max_to_keep: int) -> tf.train.CheckpointManager:
         if directory not in self._managers:
             self._managers[directory] = tf.train.CheckpointManager(
-                self.checkpoint, directory, max_to_keep=3, step_counter=self.optimizer.iterations)
+                self.checkpoint, directory, max_to_keep=max_to_keep,
+                step_counter=self.optimizer.iterations)
         return self._managers[directory]
 
-    def _save_checkpoint(self) -> None:
-        self.watchdog.phase(stall.CHECKPOINT)
-        self._synchronize_state()
-        directory = self.backend.checkpoint_directory(self.paths.checkpoint_dir)
-        if directory == self.paths.checkpoint_dir:
-            path = self._manager(directory).save(checkpoint_number=self.step,
-                                                 options=self.backend.checkpoint_options)
-            log.info("rank %d wrote checkpoint %s", self.backend.rank, path)
-        elif directory is not None:
+    def _write_checkpoint(self, kept: str, max_to_keep: int) -> Optional[str]:
+        """This step's checkpoint in `kept` (keeping its newest `max_to_keep`), as the backend
+        has each process write its part; the path on the process that keeps it."""
+        directory = self.backend.checkpoint_directory(kept)
+        if directory == kept:
+            return self._manager(directory, max_to_keep).save(
+                checkpoint_number=self.step, options=self.backend.checkpoint_options)
+        if directory is not None:
             # A copy the backend needs written (saving is a collective) but nobody keeps.
             tf.train.CheckpointManager(self.checkpoint, directory, max_to_keep=1).save(
                 checkpoint_number=self.step, options=self.backend.checkpoint_options)
             shutil.rmtree(directory, ignore_errors=True)
+        return None
+
+    def _save_checkpoint(self) -> None:
+        self.watchdog.phase(stall.CHECKPOINT)
+        self._synchronize_state()
+        path = self._write_checkpoint(self.paths.checkpoint_dir, max_to_keep=3)
+        if path:
+            log.info("rank %d wrote checkpoint %s", self.backend.rank, path)
         self._checkpoint_step = self.step
 
+    def _read_best(self) -> None:
+        """The chief's best so far: an earlier job's of this run (best.json beside its
+        checkpoint), less the evaluations after the step this job resumed from, which it makes
+        again."""
+        self.best, why_not = best_evaluation.read(self.paths.checkpoint_dir, self.best.metric,
+                                                  self.best.min_delta)
+        if why_not:
+            log.warning("%s", why_not)
+        elif self.best.step is not None:
+            if not glob.glob(os.path.join(self.best_dir, f"ckpt-{self.best.step}.index")):
+                log.warning("the best checkpoint of step %d is not in %s: the best is tracked "
+                            "again from this job's first evaluation", self.best.step, self.best_dir)
+                self.best = best_evaluation.Best(self.best.metric, self.best.min_delta)
+                return
+            self.best.forget_after(self.step)
+            log.info("best evaluation so far: %s, %d evaluation(s) without improvement since",
+                     self.best.describe(), self.best.evaluations_since)
+
+    def _save_best(self) -> None:
+        """The evaluated weights as the best checkpoint (in BEST_DIR: the rolling checkpoints'
+        manager never deletes it, resume never reads it), its report beside it."""
+        self.watchdog.phase(stall.CHECKPOINT)
+        path = self._write_checkpoint(self.best_dir, max_to_keep=1)
+        if not self.backend.is_chief:
+            return
+        report = self.evaluator.last_report_dir()
+        kept_report = os.path.join(self.best_dir, best_evaluation.REPORT_DIR)
+        if report:
+            evaluation.copy_report(report, kept_report)
+        else:
+            shutil.rmtree(kept_report, ignore_errors=True)
+        log.info("new best evaluation: %s, checkpoint %s", self.best.describe(), path)
+
     def _evaluate(self) -> Optional[Dict[str, float]]:
+        """Evaluates, and on the chief updates the best by the objective; every process then
+        saves the best checkpoint when it improved, and sets stop_reason when early stopping
+        ends the run (the chief decides, all follow: the ranks stop at the same step)."""
         self.watchdog.phase(stall.EVALUATION)
         self._synchronize_state()
         model = self._current_inference_model()
         started = time.time()
         values = self.evaluator.evaluate(model, step=self.step, on_batch=self.watchdog.progress)
+        decision = None
         if values is not None:
             # The headline figures in the log itself: locally the metric lines go to a file.
             log.info("evaluation at step %d took %.0f s: %s", self.step, time.time() - started,
                      ", ".join(f"{name} {value:.3f}" for name, value in values.items()
-                               if name.endswith(("_AP", "_AP50"))))
+                               if name.endswith(("_AP", "_AP50")) or name == "eval/loss"))
+            decision = self._track_best(values)
             metric_lines.emit(values)
             self._write_summaries(values)
             self.evaluator.write_summaries(self.summary_writer, self.step)
+        improved, self.stop_reason = self.backend.gather_objects(decision)[0]
+        if improved:
+            self._save_best()
+        if self.backend.is_chief:
+            best_evaluation.write(self.paths.checkpoint_dir, self.best)
         return values
+
+    def _track_best(self, values: Dict[str, float]) -> tuple:
+        """(improved, why it stops or None), from this evaluation's objective; its best so far
+        becomes a metric line (metrics.BEST_OBJECTIVE)."""
+        best, step = self.best, self.step
+        value = values.get(best.metric)
+        if value is None or not np.isfinite(value):
+            # A figure of the report, when the report failed (logged): no improvement.
+            log.warning("evaluation at step %d has no %s (objective_metric): counted as not "
+                        "improving", step, best.metric)
+            improved = False
+            best.not_improved.append(step)
+        else:
+            improved = best.update(step, value)
+        if best.value is not None:
+            values[metric_lines.BEST_OBJECTIVE] = best.value
+        stop = None
+        if best.should_stop(self.patience) and step < self.schedule.total_steps:
+            stop = (f"early stopping at step {step}: {best.metric} has not improved on "
+                    f"{best.describe()} for {best.evaluations_since} evaluations "
+                    f"(early_stopping_patience={self.patience}, early_stopping_min_delta="
+                    f"{best.min_delta:g})")
+        return improved, stop
 
     def _write_summaries(self, values: Dict[str, float]) -> None:
         if self.summary_writer is None:
@@ -310,6 +392,8 @@ class Trainer:
     def start(self) -> None:
         """The chief's state (latest checkpoint) everywhere, then the backend's step runner."""
         self._restore_and_broadcast()
+        if self.backend.is_chief:
+            self._read_best()
         self._exchange_status_addresses()
         # A resumed run sees the data in a new order rather than replaying the first epochs.
         self.config.task.train_data.seed = self.backend.input_seed(self.seed + self.step)
@@ -361,6 +445,7 @@ class Trainer:
         # The first steps (the backend's first_steps: one, or one per PS worker) also trace the
         # graph: they are not timed, and the watchdog gives them the slow phases' budget.
         window, timed_steps, timed_seconds, first = [], 0, 0.0, True
+        final = None
 
         def crossed(before: int, after: int, period: int) -> bool:
             return bool(period) and before // period < after // period
@@ -387,11 +472,15 @@ class Trainer:
             if crossed(before, step, schedule.checkpoint_every_steps) and step < total:
                 self._save_checkpoint()
             if crossed(before, step, schedule.eval_every_steps) and step < total:
-                self._evaluate()
+                final = self._evaluate()
+                if self.stop_reason:
+                    log.info("%s", self.stop_reason)
+                    break
         # Not the manager's latest: that may be a truncated checkpoint this run skipped.
         if self._checkpoint_step != self.step:
             self._save_checkpoint()
-        final = self._evaluate()
+        if not self.stop_reason:  # else the evaluation that stopped it is the last
+            final = self._evaluate()
         self.watchdog.phase(stall.EXPORT)
         fingerprints = self.backend.check_replicas_equal(self.model.variables)
         if self.backend.is_chief:
@@ -399,6 +488,7 @@ class Trainer:
             # ranks print at once can interleave in mpirun's output.
             print(f"final weights fingerprints by rank: {' '.join(fingerprints)} "
                   f"({sum(int(np.prod(v.shape)) for v in self.model.variables)} values)", flush=True)
+        self._restore_best(final)
         # Every process refreshes the inference model (under MultiWorkerMirroredStrategy reading
         # the variables is a collective); the chief alone exports it.
         model = self._current_inference_model()
@@ -406,6 +496,30 @@ class Trainer:
             self._export(model)
         self.backend.gather_objects("done")  # the other ranks wait until the export succeeded
         return final
+
+    def _restore_best(self, last: Optional[Dict[str, float]]) -> None:
+        """The best evaluation's weights in the model, when it is not the last one (the chief
+        reads the best checkpoint and hands its weights to the others, as at start); the log
+        says which step is exported, and the last evaluation's objective beside it."""
+        best_step = self.best.step if self.backend.is_chief else None
+        best_step = self.backend.gather_objects(best_step)[0]
+        if self.backend.is_chief:
+            last_value = (last or {}).get(self.best.metric)
+            last_value = "n/a" if last_value is None else f"{last_value:.4f}"
+            if best_step is None:
+                log.warning("no evaluation gave %s (objective_metric): exporting the last "
+                            "weights, step %d", self.best.metric, self.step)
+            else:
+                log.info("exporting the best evaluation, %s; the last, step %d: %s %s",
+                         self.best.describe(), self.step, self.best.metric, last_value)
+        if best_step is None or best_step == self.step:
+            return
+        if self.backend.is_chief:
+            path = os.path.join(self.best_dir, f"ckpt-{best_step}")
+            tf.train.Checkpoint(model=self.model).restore(
+                path, options=self.backend.checkpoint_options).expect_partial() \
+                .assert_existing_objects_matched()
+        self.backend.broadcast_from_chief(self.model.variables)
 
     def _export(self, model) -> None:
         """The SavedModel and its serving code, from the chief alone: SageMaker packs what every
@@ -418,7 +532,9 @@ class Trainer:
             os.path.join(self.paths.model_dir, export.CODE_DIR), self.run_info)
         # print, not log: only rank 0 logs at INFO.
         print(f"rank {self.backend.rank} exported SavedModel to {exported}", flush=True)
-        # The final evaluation's report beside it (docs/evaluation.md), after code/ is written.
-        report = self.evaluator.copy_report(self.paths.model_dir)
-        if report:
-            print(f"evaluation report beside the model: {report}", flush=True)
+        # The best evaluation's report beside it (docs/evaluation.md), after code/ is written.
+        report = os.path.join(self.best_dir, best_evaluation.REPORT_DIR)
+        if os.path.isdir(report):
+            target = evaluation.copy_report(
+                report, os.path.join(self.paths.model_dir, evaluation.MODEL_REPORT_DIR))
+            print(f"evaluation report beside the model: {target}", flush=True)
