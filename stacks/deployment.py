@@ -18,12 +18,13 @@ from stacks.key import deployment_key
 from stacks.monitoring import Monitoring
 from stacks.network import Network
 from stacks.notebook import Notebook
+from stacks.registry import ModelRegistry
 from stacks.storage.storage import Storage
 from stacks.training import Training
 
 
 class DeploymentStack(Stack):
-    """Network -> storage -> monitoring -> training -> notebook, sharing one customer managed
+    """Network -> storage -> monitoring -> registry -> training -> notebook, sharing one customer managed
     key (the notification topic has its own, stacks/monitoring.py)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig,
@@ -33,11 +34,13 @@ class DeploymentStack(Stack):
         self.network = Network(self, "Network", config=config, key=key)
         self.storage = Storage(self, "Storage", config=config, network=self.network, key=key)
         self.monitoring = Monitoring(self, "Monitoring", config=config)
+        self.registry = ModelRegistry(self, "Registry", config=config)
         self.training = Training(self, "Training", config=config, network=self.network,
-                                 storage=self.storage, monitoring=self.monitoring)
+                                 storage=self.storage, monitoring=self.monitoring,
+                                 registry=self.registry)
         self.notebook = Notebook(self, "Notebook", config=config, network=self.network,
                                  storage=self.storage, training=self.training,
-                                 monitoring=self.monitoring)
+                                 monitoring=self.monitoring, registry=self.registry)
         Tags.of(self).add("project", "maskrcnn-sagemaker")
         Tags.of(self).add("deployment", config.deployment_name)
 

@@ -18,7 +18,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
-from maskrcnn_contract import job_io
+from maskrcnn_contract import job_io, model_registry
 
 from stacks.config import DeploymentConfig
 from stacks.outputs import console_domain, output
@@ -27,6 +27,7 @@ from stacks.permissions import bucket_prefixes, log_group_arn, policy
 from stacks.monitoring import Monitoring
 from stacks.network import Network
 from stacks.notebooks_asset import notebooks_asset
+from stacks.registry import ModelRegistry
 from stacks.storage.storage import Storage
 from stacks.training import Training
 
@@ -54,7 +55,7 @@ class Notebook(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig,
                  network: Network, storage: Storage, training: Training,
-                 monitoring: Monitoring) -> None:
+                 monitoring: Monitoring, registry: ModelRegistry) -> None:
         super().__init__(scope, construct_id)
         self.config = config
         self._stack = Stack.of(self)
@@ -70,6 +71,7 @@ class Notebook(Construct):
         self._grant_launching(network, training)
         self._grant_deploying(network, training)
         self._grant_idle_alarms(training, monitoring)
+        self._grant_registering(registry)
         self._grant_data_access(storage)
         mirror = None if config.nat_gateways else self._pypi_mirror(config, storage.data_key)
         own_resources = [iam.PolicyStatement(
@@ -197,6 +199,11 @@ class Notebook(Construct):
         a warm pool (keep-alive 0, the key required: no profiler or remote-debug updates)."""
         jobs = self._stack.format_arn(service="sagemaker", resource="training-job",
                                resource_name=f"{training.job_name_prefix}-*")
+        # Hyperparameter tuning jobs of the same names, their training definition in the training
+        # VPC (docs/aws-rules.md TUN-5); their candidates are training jobs '<name>-NNN-xxxxxxxx'.
+        tuning_jobs = self._stack.format_arn(service="sagemaker",
+                                             resource="hyper-parameter-tuning-job",
+                                             resource_name=f"{training.job_name_prefix}-*")
         policy(self, "LaunchJobs", self.role, [
             iam.PolicyStatement(
                 sid="CreateTrainingJobsInTheTrainingVpcOnly",
@@ -216,12 +223,25 @@ class Notebook(Construct):
                 resources=[jobs]),
             iam.PolicyStatement(sid="ListTrainingJobs", actions=["sagemaker:ListTrainingJobs"], resources=["*"]),
             iam.PolicyStatement(
+                sid="CreateTuningJobsInTheTrainingVpcOnly",
+                actions=["sagemaker:CreateHyperParameterTuningJob"],
+                resources=[tuning_jobs],
+                conditions=_in_training_vpc(network)),
+            iam.PolicyStatement(
+                sid="FollowOwnTuningJobs",
+                actions=["sagemaker:DescribeHyperParameterTuningJob",
+                         "sagemaker:ListTrainingJobsForHyperParameterTuningJob",
+                         "sagemaker:StopHyperParameterTuningJob"],
+                resources=[tuning_jobs]),
+            iam.PolicyStatement(
                 sid="PassJobRolesToSageMakerOnly",
                 actions=["iam:PassRole"],
                 resources=[training.training_role.role_arn, training.staging_role.role_arn],
                 conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}),
-        ], wildcards=("*", f":training-job/{training.job_name_prefix}-*"), wildcard_reason=
-           f"Job names are made at launch, all starting '{training.job_name_prefix}-', and jobs "
+        ], wildcards=("*", f":training-job/{training.job_name_prefix}-*",
+                      f":hyper-parameter-tuning-job/{training.job_name_prefix}-*"), wildcard_reason=
+           f"Job and tuning job names are made at launch, all starting "
+           f"'{training.job_name_prefix}-', and jobs "
            "must run in the training subnets and security group; sagemaker:ListTrainingJobs "
            "supports no resource but '*'.")
         policy(self, "ReadParameters", self.role, [iam.PolicyStatement(
@@ -384,6 +404,44 @@ class Notebook(Construct):
         ], wildcards=(f":alarm:{prefix}-*",), wildcard_reason=
            f"Idle alarms are named after the endpoints, made at deploy time and all starting "
            f"'{prefix}-'; their only action is the deployment's notification topic.")
+
+    def _grant_registering(self, registry: ModelRegistry) -> None:
+        """The launcher's model registry (notebooks/maskrcnn_launcher/runs/registry.py): versions
+        of this deployment's group only, registered pending approval (a registration cannot
+        approve itself), then approved or rejected; the group described, its versions listed
+        (docs/aws-rules.md REG-2, REG-3, REG-4). Deploying a version is CreateModel, granted
+        with the other hosting resources (_grant_deploying); the evaluation report the version
+        cites lies under the output prefix, which the role writes already."""
+        policy(self, "RegisterModels", self.role, [
+            iam.PolicyStatement(
+                sid="RegisterVersionsPendingApprovalOnly",
+                actions=["sagemaker:CreateModelPackage"],
+                resources=[registry.versions_arn],
+                conditions={"StringEquals": {"sagemaker:ModelApprovalStatus": model_registry.PENDING}}),
+            iam.PolicyStatement(
+                sid="ApproveOrRejectVersions",
+                actions=["sagemaker:UpdateModelPackage"],
+                resources=[registry.versions_arn],
+                conditions={"StringEquals": {"sagemaker:ModelApprovalStatus": list(model_registry.DECISIONS)}}),
+            iam.PolicyStatement(
+                sid="DescribeVersions",
+                actions=["sagemaker:DescribeModelPackage"],
+                resources=[registry.versions_arn]),
+            iam.PolicyStatement(
+                sid="DescribeTheGroup",
+                actions=["sagemaker:DescribeModelPackageGroup"],
+                resources=[registry.group_arn]),
+            iam.PolicyStatement(
+                # Which resource SageMaker authorizes a list against is not documented (REG-3);
+                # AWS's own model-registry policy grants it on '*'. The launcher always filters
+                # by this deployment's group.
+                sid="ListVersions",
+                actions=["sagemaker:ListModelPackages"],
+                resources=["*"]),
+        ], wildcards=("*", f":model-package/{registry.group_name}/*"), wildcard_reason=
+           f"Versions of the group {registry.group_name} are numbered by SageMaker "
+           f"(model-package/{registry.group_name}/<version>); sagemaker:ListModelPackages is "
+           "read-only and authorized on '*' as AWS's own model registry policy grants it.")
 
     def _grant_data_access(self, storage: Storage) -> None:
         layout = self.config.bucket

@@ -28,6 +28,7 @@ from stacks.config import DeploymentConfig
 from stacks.monitoring import Monitoring
 from stacks.outputs import output
 from stacks.network import Network
+from stacks.registry import ModelRegistry
 from stacks.permissions import bucket_prefixes, log_group_arn, policy
 from stacks.storage.storage import Storage
 
@@ -42,7 +43,8 @@ class Training(Construct):
     """Docker image asset of `training_code/`, job roles, and the deployment's SSM parameters."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig,
-                 network: Network, storage: Storage, monitoring: Monitoring) -> None:
+                 network: Network, storage: Storage, monitoring: Monitoring,
+                 registry: ModelRegistry) -> None:
         super().__init__(scope, construct_id)
         self.config = config
         self._stack = Stack.of(self)
@@ -72,7 +74,7 @@ class Training(Construct):
         self.dlc = dlc.RegionalRegistry(self, "DlcRegistry")
         self.model_role = self._model_role(network, storage)
 
-        self.parameters = self._publish_parameters(network, storage, monitoring)
+        self.parameters = self._publish_parameters(network, storage, monitoring, registry)
         output(self, "ParameterPath", config.ssm_path,
                   description="SSM path holding every value a training-job launcher needs")
         output(self, "TrainingImageUri", self.image.image_uri)
@@ -217,7 +219,8 @@ class Training(Construct):
         policy(self, "JobRoleFileSystems", role, statements)
 
     def _publish_parameters(self, network: Network, storage: Storage,
-                            monitoring: Monitoring) -> dict[str, aws_ssm.StringParameter]:
+                            monitoring: Monitoring,
+                            registry: ModelRegistry) -> dict[str, aws_ssm.StringParameter]:
         """Everything a launcher needs, under one path: no stack outputs to copy by hand. The
         names are the contract's (maskrcnn_contract.ssm), which the launcher reads."""
         subnets = network.private.subnet_ids
@@ -247,6 +250,7 @@ class Training(Construct):
             "inference-image-gpu-uri": self.dlc.inference_image("gpu"),
             "inference-image-cpu-uri": self.dlc.inference_image("cpu"),
             "notification-topic-arn": monitoring.topic_arn,
+            "model-package-group": registry.group_name,
         }
         names = ssm.REQUIRED
         if storage.fsx is not None:
@@ -260,7 +264,7 @@ class Training(Construct):
         extra = set(values) - set(names)
         if extra:
             raise ValueError(f"SSM parameters {sorted(extra)} are not in maskrcnn_contract.ssm")
-        return {
+        parameters = {
             name: aws_ssm.StringParameter(
                 self, f"Parameter-{name}",
                 parameter_name=ssm.parameter_name(self.config.ssm_path, name),
@@ -269,4 +273,7 @@ class Training(Construct):
             )
             for name in names
         }
+        # The name is a plain string: the parameter is published once the group exists.
+        parameters["model-package-group"].node.add_dependency(registry.group)
+        return parameters
 

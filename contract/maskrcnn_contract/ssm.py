@@ -35,6 +35,9 @@ REQUIRED = (
     # The SNS topic the deployment's notifications go to (finished, failed and stopped jobs,
     # failed endpoints, idle endpoints' alarms): the stack's own, or maskrcnn:notification_topic_arn.
     "notification-topic-arn",
+    # The SageMaker model package group of the deployment's model registry (`register`, `approve`,
+    # `deploy --model-package`: the launcher's runs/registry.py), <deployment name>-models.
+    "model-package-group",
 )
 # Published only when the deployment has FSx for Lustre.
 FSX = ("fsx-id", "fsx-mount-name", "fsx-datasets-path", "fsx-pretrained-path")

@@ -48,6 +48,7 @@ STAND_INS = {
                            f"cdk-hnb659fds-container-assets-{ACCOUNT}-{REGION}:0123abcd"),
     "inference-image-gpu-uri": dlc.inference_image(REGION, "gpu"),
     "inference-image-cpu-uri": dlc.inference_image(REGION, "cpu"),
+    "model-package-group": f"{DEPLOYMENT_NAME}-models",
 }
 STAND_IN_VPC = "vpc-00000000000000001"
 

@@ -49,6 +49,8 @@ class Known:
     deployment: object                                     # tests.iam.template.Deployment
     models: Dict[str, str] = field(default_factory=dict)   # model name -> role name
     configs: Dict[str, List[str]] = field(default_factory=dict)  # endpoint config -> models
+    # model package version ARN -> its InferenceSpecification Containers (CreateModelPackage)
+    packages: Dict[str, List[dict]] = field(default_factory=dict)
 
     def arn(self, service: str, resource: str, region: Optional[str] = None) -> str:
         d = self.deployment
@@ -121,6 +123,9 @@ def sse_kms_multipart(call: dict, known: Known) -> List[Need]:
 
 def _created_arn(call: dict, known: Known) -> Optional[str]:
     params = call["params"]
+    if call["operation"] == "CreateHyperParameterTuningJob":
+        name = params["HyperParameterTuningJobName"].lower()
+        return known.arn("sagemaker", f"hyper-parameter-tuning-job/{name}", call["region"])
     for param, kind in (("TrainingJobName", "training-job"), ("ModelName", "model"),
                         ("EndpointConfigName", "endpoint-config"), ("EndpointName", "endpoint")):
         if param in params and call["operation"] in ("CreateTrainingJob", "CreateModel",
@@ -136,7 +141,8 @@ def passes_role(call: dict, known: Known) -> List[Need]:
     """A request that names a role for a service to assume is authorized for iam:PassRole on it
     (https://docs.aws.amazon.com/IAM/latest/UserGuide/id_roles_use_passrole.html)."""
     params = call["params"]
-    role = params.get("RoleArn") or params.get("ExecutionRoleArn")
+    role = (params.get("RoleArn") or params.get("ExecutionRoleArn")
+            or params.get("TrainingJobDefinition", {}).get("RoleArn"))
     if role is None:
         return []
     return [Need("iam:PassRole", role, {"iam:PassedToService": SAGEMAKER_SERVICE,
@@ -275,6 +281,39 @@ def training_job_runs_as_its_role(call: dict, known: Known) -> List[Need]:
 
 
 @rule
+def registers_a_model_package(call: dict, known: Known) -> List[Need]:
+    """Nothing more is authorized; a model created from this version later (CreateModel
+    PrimaryContainer.ModelPackageName) runs its containers (model_runs_as_its_role)."""
+    if call.get("created_arn"):
+        known.packages[call["created_arn"]] = \
+            call["params"].get("InferenceSpecification", {}).get("Containers", [])
+    return []
+
+
+def _containers(container: dict, known: Known) -> List[dict]:
+    """A CreateModel container, or the containers of the model package version it names."""
+    package = container.get("ModelPackageName")
+    if package is None:
+        return [container]
+    if package not in known.packages:
+        raise LookupError(f"CreateModel from model package {package}, whose CreateModelPackage "
+                          "the test did not make: what the model's role reads is unknown")
+    return known.packages[package]
+
+
+@rule
+def tuning_candidates_run_as_their_role(call: dict, known: Known) -> List[Need]:
+    """A tuning job's candidates are training jobs SageMaker starts from its definition, as the
+    role the definition names: what one candidate does as that role, derived as SageMaker derives
+    it (the launcher's tuning.candidate_request; docs/aws-rules.md TUN-3)."""
+    from maskrcnn_launcher.training import tuning
+
+    candidate = tuning.candidate_request(call["params"], tuning.ends(call["params"]),
+                                         suffix="0" * 8)
+    return training_job_runs_as_its_role({**call, "params": candidate}, known)
+
+
+@rule
 def model_runs_as_its_role(call: dict, known: Known) -> List[Need]:
     """A model's role, as SageMaker uses it when it hosts the model: read the model archive, pull
     the image, attach to the VPC (SageMaker Developer Guide, "CreateModel API: Execution Role
@@ -285,9 +324,8 @@ def model_runs_as_its_role(call: dict, known: Known) -> List[Need]:
     why = (f"SageMaker hosts {params['ModelName']} as the {role} role: {SAGEMAKER_ROLES}"
            "#sagemaker-roles-createmodel-perms")
     needs = []
-    for container in [params.get("PrimaryContainer")] + params.get("Containers", []):
-        if not container:
-            continue
+    given = [c for c in [params.get("PrimaryContainer")] + params.get("Containers", []) if c]
+    for container in [c for g in given for c in _containers(g, known)]:
         if container.get("ModelDataUrl"):
             bucket, key = container["ModelDataUrl"][len("s3://"):].split("/", 1)
             needs.append(Need("s3:GetObject", f"arn:aws:s3:::{bucket}/{key}", why=why, role=role))

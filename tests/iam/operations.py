@@ -160,6 +160,53 @@ OPERATIONS = {
                         SAGEMAKER + "training-job/{TrainingJobName|lower}")],
         "source": SAR + "list_amazonsagemakerai.html",
     },
+    "sagemaker.CreateHyperParameterTuningJob": {
+        "needs": [_need("sagemaker:CreateHyperParameterTuningJob",
+                        SAGEMAKER + "hyper-parameter-tuning-job/{HyperParameterTuningJobName|lower}", {
+                            "sagemaker:VpcSubnets": "TrainingJobDefinition.VpcConfig.Subnets",
+                            "sagemaker:VpcSecurityGroupIds":
+                                "TrainingJobDefinition.VpcConfig.SecurityGroupIds",
+                            "sagemaker:InstanceTypes":
+                                "TrainingJobDefinition.ResourceConfig.InstanceType",
+                            "sagemaker:NetworkIsolation": "TrainingJobDefinition.EnableNetworkIsolation",
+                            "sagemaker:InterContainerTrafficEncryption":
+                                "TrainingJobDefinition.EnableInterContainerTrafficEncryption",
+                            "sagemaker:MaxRuntimeInSeconds":
+                                "TrainingJobDefinition.StoppingCondition.MaxRuntimeInSeconds",
+                            "sagemaker:FileSystemId": "TrainingJobDefinition.InputDataConfig[]."
+                                                      "DataSource.FileSystemDataSource.FileSystemId",
+                            "sagemaker:FileSystemType": "TrainingJobDefinition.InputDataConfig[]."
+                                                        "DataSource.FileSystemDataSource.FileSystemType",
+                            "sagemaker:FileSystemAccessMode":
+                                "TrainingJobDefinition.InputDataConfig[].DataSource."
+                                "FileSystemDataSource.FileSystemAccessMode",
+                            "sagemaker:FileSystemDirectoryPath":
+                                "TrainingJobDefinition.InputDataConfig[].DataSource."
+                                "FileSystemDataSource.DirectoryPath",
+                            "@tags": "Tags",
+                        })],
+        "implies": ["passes_role", "sagemaker_tags_on_create",
+                    "tuning_candidates_run_as_their_role"],
+        "source": SAR + "list_amazonsagemakerai.html (CreateHyperParameterTuningJob: "
+                  "hyper-parameter-tuning-job; the training definition's condition keys, as "
+                  "CreateTrainingJob's; dependent action iam:PassRole)",
+    },
+    "sagemaker.DescribeHyperParameterTuningJob": {
+        "needs": [_need("sagemaker:DescribeHyperParameterTuningJob",
+                        SAGEMAKER + "hyper-parameter-tuning-job/{HyperParameterTuningJobName|lower}")],
+        "source": SAR + "list_amazonsagemakerai.html",
+    },
+    "sagemaker.ListTrainingJobsForHyperParameterTuningJob": {
+        "needs": [_need("sagemaker:ListTrainingJobsForHyperParameterTuningJob",
+                        SAGEMAKER + "hyper-parameter-tuning-job/{HyperParameterTuningJobName|lower}")],
+        "source": SAR + "list_amazonsagemakerai.html (ListTrainingJobsForHyperParameterTuningJob: "
+                  "hyper-parameter-tuning-job)",
+    },
+    "sagemaker.StopHyperParameterTuningJob": {
+        "needs": [_need("sagemaker:StopHyperParameterTuningJob",
+                        SAGEMAKER + "hyper-parameter-tuning-job/{HyperParameterTuningJobName|lower}")],
+        "source": SAR + "list_amazonsagemakerai.html",
+    },
     "sagemaker.ListTrainingJobs": {
         "needs": [_need("sagemaker:ListTrainingJobs", "*")],
         "source": SAR + "list_amazonsagemakerai.html (ListTrainingJobs: no resource type)",
@@ -233,6 +280,43 @@ OPERATIONS = {
     "sagemaker.ListTags": {
         "needs": [_need("sagemaker:ListTags", "{ResourceArn}")],
         "source": SAR + "list_amazonsagemakerai.html",
+    },
+    # --- SageMaker: the model registry (docs/aws-rules.md REG-2, REG-3, REG-4) ----------------
+    "sagemaker.DescribeModelPackageGroup": {
+        "needs": [_need("sagemaker:DescribeModelPackageGroup",
+                        SAGEMAKER + "model-package-group/{ModelPackageGroupName|lower}")],
+        "source": SAR + "list_amazonsagemakerai.html (DescribeModelPackageGroup: "
+                  "model-package-group)",
+    },
+    "sagemaker.CreateModelPackage": {
+        # A version's ARN is model-package/<group>/<version>, the version SageMaker's next number:
+        # a statement on model-package/<group>/* matches it, as the developer guide's resource
+        # policy for registering into a group grants it.
+        "needs": [_need("sagemaker:CreateModelPackage",
+                        SAGEMAKER + "model-package/{ModelPackageGroupName|lower}/assigned-by-aws",
+                        {"sagemaker:ModelApprovalStatus": "ModelApprovalStatus"})],
+        "implies": ["registers_a_model_package"],
+        "source": SAR + "list_amazonsagemakerai.html (CreateModelPackage: model-package; "
+                  "sagemaker:ModelApprovalStatus); SageMaker developer guide, \"Register a Model "
+                  "Version from a Different Account\" (sagemaker:CreateModelPackage on "
+                  "model-package/<group>/*)",
+    },
+    "sagemaker.DescribeModelPackage": {
+        # The launcher names a version by its ARN.
+        "needs": [_need("sagemaker:DescribeModelPackage", "{ModelPackageName}")],
+        "source": SAR + "list_amazonsagemakerai.html (DescribeModelPackage: model-package)",
+    },
+    "sagemaker.UpdateModelPackage": {
+        "needs": [_need("sagemaker:UpdateModelPackage", "{ModelPackageArn}",
+                        {"sagemaker:ModelApprovalStatus": "ModelApprovalStatus"})],
+        "source": SAR + "list_amazonsagemakerai.html (UpdateModelPackage: model-package; "
+                  "sagemaker:ModelApprovalStatus)",
+    },
+    "sagemaker.ListModelPackages": {
+        "needs": [_need("sagemaker:ListModelPackages", "*")],
+        "source": SAR + "list_amazonsagemakerai.html (ListModelPackages: model-package, not "
+                  "required; which ARN a list is authorized against is not documented, and AWS's "
+                  "AmazonSageMakerModelRegistryFullAccess grants it on '*')",
     },
     "sagemaker-runtime.InvokeEndpoint": {
         "needs": [_need("sagemaker:InvokeEndpoint", SAGEMAKER + "endpoint/{EndpointName|lower}",

@@ -98,6 +98,9 @@ def _record(http_response, parsed, model, context, **_):
         "params": context.get(_CONTEXT_KEY, {}),
         "status": http_response.status_code,
         "error_code": error.get("Code"),
+        # What a Create call made, for the rules that follow it to later calls (a model package
+        # version's ARN is SageMaker's: tests/iam/implied.py registers_a_model_package).
+        "created_arn": (parsed or {}).get("ModelPackageArn") if isinstance(parsed, dict) else None,
         "pid": os.getpid(),
     }
     if _file is not None:

@@ -91,6 +91,28 @@ def test_jobs_can_only_be_created_in_the_training_subnets_and_group(default_app)
     assert json.dumps(create["Resource"]).count("training-job/maskrcnn-*") == 1
 
 
+def test_tuning_jobs_are_the_deployments_names_only_and_their_candidates_in_the_training_vpc(
+        default_app):
+    """Rule TUN-5: CreateHyperParameterTuningJob only for '<prefix>-*', with the training
+    definition's subnets and group (the same conditions as CreateTrainingJob, SM-6); following
+    and stopping only those tuning jobs; the candidates' role passed as a launch's is."""
+    statements = statements_of(default_app.deployment, "NotebookRole")
+    create, = [s for s in statements if s["Action"] == "sagemaker:CreateHyperParameterTuningJob"]
+    training, = [s for s in statements if s["Action"] == "sagemaker:CreateTrainingJob"]
+    assert create["Condition"]["Null"] == training["Condition"]["Null"]
+    assert create["Condition"]["ForAllValues:StringEquals"] == \
+        training["Condition"]["ForAllValues:StringEquals"]
+    assert json.dumps(create["Resource"]).count("hyper-parameter-tuning-job/maskrcnn-*") == 1
+    follow, = [s for s in statements
+               if "sagemaker:ListTrainingJobsForHyperParameterTuningJob" in s["Action"]]
+    assert set(follow["Action"]) == {"sagemaker:DescribeHyperParameterTuningJob",
+                                     "sagemaker:ListTrainingJobsForHyperParameterTuningJob",
+                                     "sagemaker:StopHyperParameterTuningJob"}
+    assert json.dumps(follow["Resource"]).count("hyper-parameter-tuning-job/maskrcnn-*") == 1
+    assert not [s for s in statements if "HyperParameterTuning" in json.dumps(s["Action"])
+                and "*" in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])]
+
+
 def test_notebook_reads_its_parameters_and_runs_and_follows_every_datasync_task(default_app):
     raw = default_app.deployment
     statements = statements_of(raw, "NotebookRole")
@@ -172,10 +194,11 @@ def test_hosting_resources_only_under_the_prefix_and_models_only_in_the_training
     """Rule IAM-4: models, endpoint configurations and endpoints are this deployment's
     ('maskrcnn-...'), and a model attaches only to the training subnets and security group."""
     statements = statements_of(default_app.deployment, "NotebookRole")
-    # Not sagemaker:ListEndpoints, a List action that takes '*' alone (IAM-1).
+    # Not sagemaker:ListEndpoints, a List action that takes '*' alone (IAM-1), nor the registry's
+    # model packages (tests/infra/test_registry.py).
     hosting = [s for s in statements
                if any(a.startswith("sagemaker:") and ("Endpoint" in a or "Model" in a or "Tags" in a)
-                      and not a.startswith("sagemaker:List")
+                      and not a.startswith("sagemaker:List") and "ModelPackage" not in a
                       for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"]))
                and not any("training-job/" in r for r in _resources(s))]
     assert {"sagemaker:CreateModel", "sagemaker:DeleteModel", "sagemaker:CreateEndpointConfig",

@@ -82,6 +82,8 @@ def _seed(aws: FakeAws) -> dict:
         tasks.append(datasync.create_task(SourceLocationArn=source, DestinationLocationArn=target,
                                           Name=f"s3-to-efs-{prefix.rstrip('/').replace('/', '-')}")["TaskArn"])
     key = aws.client("kms").create_key()["KeyMetadata"]["Arn"]
+    # The stack's model package group (stacks/registry.py).
+    aws.client("sagemaker").create_model_package_group(ModelPackageGroupName=f"{JOB_PREFIX}-models")
     topic = aws.client("sns").create_topic(Name=f"{JOB_PREFIX}-notifications")["TopicArn"]
     published = {
         "region": REGION,
@@ -114,6 +116,7 @@ def _seed(aws: FakeAws) -> dict:
         "inference-image-gpu-uri": INFERENCE_IMAGES["gpu"],
         "inference-image-cpu-uri": INFERENCE_IMAGES["cpu"],
         "notification-topic-arn": topic,
+        "model-package-group": f"{JOB_PREFIX}-models",
     }
     # Seeded from the contract's list: a parameter added there without a value here fails here.
     values = {name: published[name] for name in ssm.ALL}

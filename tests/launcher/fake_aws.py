@@ -25,7 +25,30 @@
   UpdateTrainingJob for a job that does not exist, has not finished, was created without a warm
   pool or whose pool is no longer `Available`, for a keep-alive outside 0..3600, and for any other
   field (the fake answers warm-pool updates only). Not modelled: the warm-pool quota (0 by
-  default: no pool at all), a pool's 28 days, patch updates (a pool may end early).
+  default: no pool at all), a pool's 28 days, patch updates (a pool may end early);
+- answer a finished training job's DescribeTrainingJob with what SageMaker computes and moto
+  lacks or cans: FinalMetricDataList (the last value of each of the request's MetricDefinitions
+  in the job's CloudWatch log, docs/aws-rules.md TRN-6), TrainingTimeInSeconds and
+  BillableTimeInSeconds (`ran_for` sets a job's times and a spot job's billable seconds);
+- play a hyperparameter tuning job, which moto only stores (its best job is a constant): a
+  CreateHyperParameterTuningJob request is held to every constraint of botocore's model
+  (tests/launcher/service_model.py: name pattern and length, enums, maximums) and to the rules the
+  model does not hold (docs/aws-rules.md TUN-2, TUN-4: parallel jobs within max jobs, the
+  objective one of the MetricDefinitions, Logarithmic ranges above 0), recorded as sent, then
+  candidates are derived from it as SageMaker derives them (the launcher's
+  `tuning.candidate_request`, TUN-3): the first at every range's minimum, the second at its
+  maximum, the third in its middle (as many as MaxNumberOfTrainingJobs allows, at most 3), each
+  a training job that ends at once with its log, model and objective value
+  (TUNING_OBJECTIVE_VALUES); DescribeHyperParameterTuningJob names the best of them and
+  ListTrainingJobsForHyperParameterTuningJob lists them;
+- hold the model registry to SageMaker's rules where moto does not (docs/aws-rules.md REG-1,
+  REG-4): CreateModelPackage and UpdateModelPackage to botocore's model (service_model.py:
+  patterns, maximums, enums such as the instance types), CreateModelPackage into a group with
+  Tags refused (a version takes its group's), CreateModel from a model package version that is
+  not Approved (or does not exist) refused, and ListModelPackages answering only
+  ModelPackageSummary's fields (moto answers whole packages: code reading a version's metrics
+  from a summary would pass here and fail on AWS). Not modelled: the validation that takes a new
+  version through InProgress to Completed (moto's are Completed at once).
 """
 
 import dataclasses
@@ -48,10 +71,17 @@ from werkzeug.serving import make_server
 from maskrcnn_contract import evaluation_report, job_io
 from maskrcnn_contract import metrics as job_metrics
 
+from tests.launcher import service_model
+
 # One line per request would bury the test output.
 logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
 CREATE_TRAINING_JOB = "SageMaker.CreateTrainingJob"
+CREATE_TUNING_JOB = "SageMaker.CreateHyperParameterTuningJob"
+LIST_CANDIDATES = "SageMaker.ListTrainingJobsForHyperParameterTuningJob"
+# The objective each played candidate reports, in the order they are derived (the third is best
+# when maximizing, the second when minimizing).
+TUNING_OBJECTIVE_VALUES = (0.21, 0.18, 0.24)
 DESCRIBE_TRAINING_JOB = "SageMaker.DescribeTrainingJob"
 LIST_TRAINING_JOBS = "SageMaker.ListTrainingJobs"
 UPDATE_TRAINING_JOB = "SageMaker.UpdateTrainingJob"
@@ -62,7 +92,12 @@ WARM_POOL_STATUSES = ("Available", "Terminated", "Reused", "InUse")
 # developer guide's 3600 s; botocore's model says 21600), docs/aws-rules.md TRN-3.
 SERVICE_MAX_KEEP_ALIVE_SECONDS = 3600
 FINISHED_STATUSES = ("Completed", "Failed", "Stopped")
+LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 DESCRIBE_DRA = "AWSSimbaAPIService_v20180301.DescribeDataRepositoryAssociations"
+CREATE_MODEL_PACKAGE = "SageMaker.CreateModelPackage"
+UPDATE_MODEL_PACKAGE = "SageMaker.UpdateModelPackage"
+LIST_MODEL_PACKAGES = "SageMaker.ListModelPackages"
+REGISTRY_TARGETS = (CREATE_MODEL_PACKAGE, UPDATE_MODEL_PACKAGE, LIST_MODEL_PACKAGES)
 # Serving requests recorded as sent: {X-Amz-Target: operation name}.
 SERVING_TARGETS = {
     "SageMaker.CreateModel": "CreateModel",
@@ -108,7 +143,8 @@ def _task_report(ap: float) -> dict:
         return {"score_threshold": threshold, "f1": 2 * precision * recall / (precision + recall),
                 "precision": precision, "recall": recall}
 
-    return {"per_class": [{"id": 1, "name": "person", "AP": ap, "AP50": 0.71, "instances": 12,
+    return {"summary": {"AP": ap, "AP50": 0.71},
+            "per_class": [{"id": 1, "name": "person", "AP": ap, "AP50": 0.71, "instances": 12,
                            "best_f1": best(0.62, 0.8, 0.75)},
                           {"id": 2, "name": "bicycle", "AP": None, "AP50": None, "instances": 0,
                            "best_f1": best(0.41, 0.5, 0.5)}],
@@ -193,9 +229,14 @@ class FakeAws:
     def __init__(self, region: str):
         self.region = region
         self.create_training_job_requests: List[dict] = []
+        # CreateHyperParameterTuningJob requests as sent, and each tuning job's candidates.
+        self.create_tuning_job_requests: List[dict] = []
+        self.tuning_candidates: Dict[str, List[dict]] = {}
         # UpdateTrainingJob requests as sent, and the warm pools by job name.
         self.update_training_job_requests: List[dict] = []
         self.warm_pools: Dict[str, WarmPool] = {}
+        # A spot job's BillableTimeInSeconds, by job name (otherwise its training time).
+        self.billable_seconds: Dict[str, int] = {}
         self.associations: List[dict] = []
         self.serving_requests: List[Tuple[str, dict]] = []
         self.invocations: List[dict] = []
@@ -258,6 +299,16 @@ class FakeAws:
             if job_name in self.warm_pools:
                 self.warm_pools[job_name].started -= seconds
 
+    def ran_for(self, job_name: str, seconds: float, billable: Optional[int] = None) -> None:
+        """The job started training `seconds` before it ended (moto's jobs end when created);
+        with `billable`, SageMaker billed that many seconds (a spot job's saving)."""
+        job = self.sagemaker_backend().training_jobs[job_name]
+        job.training_start_time = job.training_end_time - datetime.timedelta(seconds=seconds)
+        job.creation_time = min(job.creation_time, job.training_start_time)
+        if billable is not None:
+            with self._lock:
+                self.billable_seconds[job_name] = billable
+
     # --- WSGI --------------------------------------------------------------------------------
 
     def _wsgi(self, environ, start_response):
@@ -266,15 +317,29 @@ class FakeAws:
         if invocation and environ.get("REQUEST_METHOD") == "POST":
             return self._invoke(environ, start_response, invocation.group(1))
         if target not in (CREATE_TRAINING_JOB, DESCRIBE_DRA, *SERVING_TARGETS,
-                          *WARM_POOL_TARGETS):
+                          *WARM_POOL_TARGETS, CREATE_TUNING_JOB, LIST_CANDIDATES,
+                          *REGISTRY_TARGETS):
             return self._app(environ, start_response)
         length = int(environ.get("CONTENT_LENGTH") or 0)
         body = environ["wsgi.input"].read(length)
         params = json.loads(body or b"{}")
+        if target == CREATE_TUNING_JOB:
+            return self._create_tuning_job(environ, body, params, start_response)
+        if target == LIST_CANDIDATES:
+            with self._lock:
+                found = self.tuning_candidates.get(params.get("HyperParameterTuningJobName"))
+            if found is None:
+                return _json_answer(start_response, "400 Bad Request", "ResourceNotFound",
+                                    "Amazon SageMaker can't find a tuning job with name "
+                                    f"{params.get('HyperParameterTuningJobName')}")
+            return _json_answer(start_response, "200 OK",
+                                answer={"TrainingJobSummaries": found})
         if target == DESCRIBE_DRA:
             return self._describe_associations(params, start_response)
         if target in WARM_POOL_TARGETS:
             return self._warm_pool_call(target, environ, body, params, start_response)
+        if target in REGISTRY_TARGETS:
+            return self._registry_call(target, environ, body, params, start_response)
         if target in SERVING_TARGETS:
             with self._lock:
                 self.serving_requests.append((SERVING_TARGETS[target], params))
@@ -284,6 +349,11 @@ class FakeAws:
                                                    ("x-amzn-ErrorType", "ValidationException")])
                 return [json.dumps({"__type": "ValidationException",
                                     "message": refusal}).encode()]
+            unapproved = self._unapproved_package(params) \
+                if target == "SageMaker.CreateModel" else None
+            if unapproved:
+                return _json_answer(start_response, "400 Bad Request", "ValidationException",
+                                    unapproved)
             environ["wsgi.input"] = io.BytesIO(body)
             response = list(self._app(environ, start_response))
             reason = self.fail_endpoints.get(params.get("EndpointName"))
@@ -302,6 +372,96 @@ class FakeAws:
             self._keep_warm_pool(params["TrainingJobName"], params)
         self._run_job(params)
         return response
+
+    # --- hyperparameter tuning -----------------------------------------------------------------
+
+    @staticmethod
+    def _tuning_refusal(params: Dict) -> List[str]:
+        """What SageMaker refuses of a CreateHyperParameterTuningJob: botocore's model, and the
+        documented rules the model does not hold (docs/aws-rules.md TUN-2, TUN-4)."""
+        found = service_model.problems("sagemaker", "CreateHyperParameterTuningJob", params)
+        if found:
+            return found
+        config, definition = params["HyperParameterTuningJobConfig"], params["TrainingJobDefinition"]
+        limits = config["ResourceLimits"]
+        if limits["MaxParallelTrainingJobs"] > limits.get("MaxNumberOfTrainingJobs", 1):
+            found.append("MaxParallelTrainingJobs must not exceed MaxNumberOfTrainingJobs")
+        objective = config["HyperParameterTuningJobObjective"]["MetricName"]
+        defined = [d["Name"] for d in definition["AlgorithmSpecification"].get("MetricDefinitions", [])]
+        if objective not in defined:
+            found.append(f"The objective metric {objective} is not defined in MetricDefinitions")
+        for key in ("IntegerParameterRanges", "ContinuousParameterRanges"):
+            for item in config.get("ParameterRanges", {}).get(key, []):
+                if item.get("ScalingType") == "Logarithmic" and float(item["MinValue"]) <= 0:
+                    found.append(f"{item['Name']}: Logarithmic scaling needs values above 0")
+        return found
+
+    def _create_tuning_job(self, environ, body: bytes, params: Dict, start_response):
+        refusal = self._tuning_refusal(params)
+        if refusal:
+            return _json_answer(start_response, "400 Bad Request", "ValidationException",
+                                "; ".join(refusal))
+        environ["wsgi.input"] = io.BytesIO(body)
+        response = list(self._app(environ, start_response))
+        with self._lock:
+            self.create_tuning_job_requests.append(params)
+        self._play_tuning_job(params)
+        return response
+
+    def _play_tuning_job(self, params: Dict) -> None:
+        """The candidates SageMaker would start, derived by the launcher's own rule (TUN-3), each
+        ended at once with its objective; the moto tuning job then names the best."""
+        from maskrcnn_launcher.training import tuning
+
+        name = params["HyperParameterTuningJobName"]
+        config = params["HyperParameterTuningJobConfig"]
+        objective = config["HyperParameterTuningJobObjective"]
+        count = min(config["ResourceLimits"].get("MaxNumberOfTrainingJobs", 1), 3)
+        backend = self.sagemaker_backend()
+        summaries = []
+        for number in range(1, count + 1):
+            values = _candidate_values(config["ParameterRanges"], number)
+            request = tuning.candidate_request(params, values, number)
+            value = TUNING_OBJECTIVE_VALUES[number - 1]
+            job = backend.create_training_job(
+                training_job_name=request["TrainingJobName"],
+                hyper_parameters=request["HyperParameters"],
+                algorithm_specification=dict(request["AlgorithmSpecification"]),
+                role_arn=request["RoleArn"], input_data_config=request["InputDataConfig"],
+                output_data_config=request["OutputDataConfig"],
+                resource_config=request["ResourceConfig"], vpc_config=request.get("VpcConfig"),
+                stopping_condition=request["StoppingCondition"], tags=[],
+                enable_network_isolation=False, enable_inter_container_traffic_encryption=False,
+                enable_managed_spot_training=bool(request.get("EnableManagedSpotTraining")),
+                checkpoint_config=request.get("CheckpointConfig"), debug_hook_config=None,
+                debug_rule_configurations=None, tensor_board_output_config=None,
+                experiment_config=None)
+            job.final_metric_data_list = [{"MetricName": objective["MetricName"], "Value": value,
+                                           "Timestamp": job.creation_time}]
+            self._run_job(request, extra_log=[job_metrics.format_line(objective["MetricName"],
+                                                                       value)])
+            summaries.append({
+                "TrainingJobName": job.training_job_name, "TrainingJobArn": job.arn,
+                "TuningJobName": name, "CreationTime": job.creation_time.timestamp() + number,
+                "TrainingStartTime": job.training_start_time.timestamp(),
+                "TrainingEndTime": job.training_end_time.timestamp(),
+                "TrainingJobStatus": "Completed", "TunedHyperParameters": values,
+                "FinalHyperParameterTuningJobObjectiveMetric": {
+                    "Type": objective["Type"], "MetricName": objective["MetricName"],
+                    "Value": value},
+                "ObjectiveStatus": "Succeeded"})
+        pick = max if objective["Type"] == "Maximize" else min
+        best = pick(summaries, key=lambda s: s["FinalHyperParameterTuningJobObjectiveMetric"]["Value"])
+        stored = backend.hyper_parameter_tuning_jobs[name]
+        stored.best_training_job = stored.OverallBestTrainingJob = {
+            **best, **{key: datetime.datetime.fromtimestamp(best[key], datetime.timezone.utc)
+                       for key in ("CreationTime", "TrainingStartTime", "TrainingEndTime")}}
+        stored.training_job_status_counters = {"Completed": count, "InProgress": 0,
+                                               "RetryableError": 0, "NonRetryableError": 0,
+                                               "Stopped": 0}
+        stored.objective_status_counters = {"Succeeded": count, "Pending": 0, "Failed": 0}
+        with self._lock:
+            self.tuning_candidates[name] = summaries
 
     # --- managed warm pools -------------------------------------------------------------------
 
@@ -356,6 +516,8 @@ class FakeAws:
             start_response(status, headers)
             return [data]
         answer = json.loads(data)
+        if target == DESCRIBE_TRAINING_JOB:
+            answer.update(self._job_figures(backend.training_jobs[answer["TrainingJobName"]]))
         with self._lock:
             if target == DESCRIBE_TRAINING_JOB:
                 pool = self._pool_of(backend.training_jobs[answer["TrainingJobName"]])
@@ -371,6 +533,42 @@ class FakeAws:
                         summaries.append(summary)
                 answer["TrainingJobSummaries"] = summaries
         return _json_answer(start_response, status, answer=answer)
+
+    def _job_figures(self, job) -> dict:
+        """What SageMaker adds to a finished job's DescribeTrainingJob and moto lacks or fakes:
+        FinalMetricDataList, the last value each of the request's MetricDefinitions (moto keeps
+        a canned one) found in the job's CloudWatch log, with the line's time (moto answers a
+        canned train:progress); TrainingTimeInSeconds and BillableTimeInSeconds (at least 1,
+        botocore's model), from the job's start and end, the billable time `billable_seconds`
+        sets (a spot job's). A job no CreateTrainingJob request created (a tuning candidate, which
+        the fake gives its objective itself) keeps its FinalMetricDataList."""
+        if job.training_job_status not in FINISHED_STATUSES:
+            return {}
+        name = job.training_job_name
+        with self._lock:
+            sent = [r for r in self.create_training_job_requests if r["TrainingJobName"] == name]
+            billable = self.billable_seconds.get(name)
+        seconds = max(1, int((job.training_end_time - job.training_start_time).total_seconds()))
+        figures = {"TrainingTimeInSeconds": seconds,
+                   "BillableTimeInSeconds": seconds if billable is None else billable}
+        if not sent:
+            return figures
+        definitions = sent[-1]["AlgorithmSpecification"].get("MetricDefinitions", [])
+        last = {}
+        logs = self.client("logs")
+        try:
+            streams = logs.describe_log_streams(logGroupName=LOG_GROUP,
+                                                logStreamNamePrefix=name + "/")["logStreams"]
+        except logs.exceptions.ResourceNotFoundException:
+            streams = []
+        for event in (e for stream in streams for e in _log_events(logs, stream)):
+            for definition in definitions:
+                found = re.search(definition["Regex"], event["message"])
+                if found and event["timestamp"] >= last.get(definition["Name"], (0,))[0]:
+                    last[definition["Name"]] = (event["timestamp"], float(found.group(1)))
+        return dict(figures, FinalMetricDataList=[
+            {"MetricName": metric, "Value": value, "Timestamp": stamp / 1000}
+            for metric, (stamp, value) in last.items()])
 
     def _update_training_job(self, params: Dict, start_response):
         """UpdateTrainingJob of a warm pool's keep-alive, refused as SageMaker would (the error
@@ -409,6 +607,46 @@ class FakeAws:
                 pool.keep = keep
         return _json_answer(start_response, "200 OK", answer={"TrainingJobArn": job.arn})
 
+    # --- the model registry -------------------------------------------------------------------
+
+    def _unapproved_package(self, params: Dict) -> Optional[str]:
+        """Why SageMaker refuses a CreateModel whose container names a model package version that
+        does not exist or is not Approved (CreateModelPackage ModelApprovalStatus: "must be set
+        to Approved to deploy the model"; the message is the fake's own)."""
+        packages = self.sagemaker_backend().model_packages
+        for container in [params.get("PrimaryContainer")] + params.get("Containers", []):
+            name = (container or {}).get("ModelPackageName")
+            if name is None:
+                continue
+            package = packages.get(name)
+            if package is None:
+                return f"Model package {name} does not exist."
+            if package.model_package_version and package.model_approval_status != "Approved":
+                return (f"Model package {name} is {package.model_approval_status}: only an "
+                        "Approved version of a model package group can be deployed.")
+        return None
+
+    def _registry_call(self, target: str, environ, body: bytes, params: Dict, start_response):
+        operation = target.partition(".")[2]
+        problems = service_model.problems("sagemaker", operation, params)
+        if target == CREATE_MODEL_PACKAGE and params.get("ModelPackageGroupName") \
+                and params.get("Tags"):
+            problems.append("Tags cannot be given for a versioned model package: it takes its "
+                            "model package group's tags")
+        if problems:
+            return _json_answer(start_response, "400 Bad Request", "ValidationException",
+                                "; ".join(problems))
+        status, headers, data = self._moto(environ, body)
+        if target != LIST_MODEL_PACKAGES or not status.startswith("200"):
+            start_response(status, headers)
+            return [data]
+        answer = json.loads(data)
+        fields = set(self.client("sagemaker").meta.service_model.shape_for(
+            "ModelPackageSummary").members)
+        answer["ModelPackageSummaryList"] = [{k: v for k, v in s.items() if k in fields}
+                                             for s in answer["ModelPackageSummaryList"]]
+        return _json_answer(start_response, status, answer=answer)
+
     def _moto(self, environ, body: bytes) -> Tuple[str, list, bytes]:
         """moto's answer to the request with `body`: HTTP status, headers, body."""
         environ["wsgi.input"] = io.BytesIO(body)
@@ -445,7 +683,7 @@ class FakeAws:
         start_response("200 OK", [("Content-Type", "application/x-amz-json-1.1")])
         return [json.dumps({"Associations": found}).encode()]
 
-    def _run_job(self, params: Dict) -> None:
+    def _run_job(self, params: Dict, extra_log: Tuple[str, ...] = ()) -> None:
         name = params["TrainingJobName"]
         hps = params.get("HyperParameters", {})
         if (params.get("Environment") or {}).get(job_io.PROGRAM_ENV) == job_io.STAGING_PROGRAM:
@@ -470,7 +708,7 @@ class FakeAws:
         bucket, _, key = model[len("s3://"):].partition("/")
         self.client("s3").put_object(Bucket=bucket, Key=key, Body=model_archive())
         logs = self.client("logs")
-        group = "/aws/sagemaker/TrainingJobs"
+        group = LOG_GROUP
         try:
             logs.create_log_group(logGroupName=group)
         except logs.exceptions.ResourceAlreadyExistsException:
@@ -480,7 +718,7 @@ class FakeAws:
         now_ms = int(time.time() * 1000)  # CloudWatch drops events older than 14 days
         logs.put_log_events(logGroupName=group, logStreamName=stream, logEvents=[
             {"timestamp": now_ms + i, "message": line}
-            for i, line in enumerate(TRAINING_LOG)])
+            for i, line in enumerate(TRAINING_LOG + list(extra_log))])
 
     def _upload_summaries(self, job: str, s3_output_path: str) -> None:
         """What SageMaker uploads of a running job's TensorBoardOutputConfig LocalPath: an event
@@ -503,6 +741,35 @@ class FakeAws:
         self.client("s3").put_object(
             Bucket=bucket, Body=out.getvalue(),
             Key=f"{prefix}{job}/tensorboard-output/events.out.tfevents.1700000000.algo-1")
+
+
+def _candidate_values(ranges: Dict, number: int) -> Dict[str, str]:
+    """The values a played candidate tries: every range's minimum (the first candidate), maximum
+    (the second), middle (the third; geometric for a Logarithmic range); for a categorical range
+    its first, last and middle value. Strings, as SageMaker passes them."""
+    values = {}
+    for item in ranges.get("CategoricalParameterRanges", []):
+        choices = item["Values"]
+        values[item["Name"]] = choices[(0, len(choices) - 1, len(choices) // 2)[number - 1]]
+    for key, kind in (("IntegerParameterRanges", int), ("ContinuousParameterRanges", float)):
+        for item in ranges.get(key, []):
+            low, high = kind(item["MinValue"]), kind(item["MaxValue"])
+            middle = ((low * high) ** 0.5 if item.get("ScalingType") == "Logarithmic"
+                      else (low + high) / 2)
+            values[item["Name"]] = str((low, high, kind(middle))[number - 1])
+    return values
+
+
+def _log_events(logs, stream: dict):
+    """Every event of a stream of the training jobs' log group, page by page."""
+    kwargs = {"logGroupName": LOG_GROUP, "logStreamName": stream["logStreamName"],
+              "startFromHead": True}
+    while True:
+        page = logs.get_log_events(**kwargs)
+        yield from page["events"]
+        if not page["events"] or page["nextForwardToken"] == kwargs.get("nextToken"):
+            return
+        kwargs["nextToken"] = page["nextForwardToken"]
 
 
 def _json_answer(start_response, status: str, code: str = None, message: str = None,

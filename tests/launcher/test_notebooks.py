@@ -15,7 +15,7 @@ from tests.launcher.conftest import (BUCKET, FSX_MOUNT_NAME, INFERENCE_IMAGES, J
 from tests.launcher.expectations import assert_training_request
 
 NOTEBOOK_NAMES = ["prepare-data.ipynb", "mask-rcnn-s3.ipynb", "mask-rcnn-efs.ipynb",
-                  "mask-rcnn-fsx.ipynb", "inference.ipynb"]
+                  "mask-rcnn-fsx.ipynb", "inference.ipynb", "runs.ipynb"]
 
 
 def execute(name: str, parameters: dict = None, until: int = None) -> str:
@@ -287,3 +287,19 @@ def test_inference_notebook_refuses_a_cpu_instance_before_creating_anything(fake
     with pytest.raises(Exception, match="instance type 'ml.m5.xlarge' has no GPU"):
         execute("inference.ipynb", {"INSTANCE_TYPE": "ml.m5.xlarge"})
     assert fake_aws.serving_requests_since(before) == []
+
+
+def test_launch_notebook_tunes_the_launch_when_asked_and_names_the_best_candidate(fake_aws):
+    """The tuning section (docs/tuning.md): the launch above as a tuning job, sent once, its
+    candidates followed, the best taken by the tuning job's name (fake_aws.py plays them)."""
+    before = len(fake_aws.create_tuning_job_requests)
+    output = execute("mask-rcnn-fsx.ipynb", {"TUNE": True})
+    sent, = fake_aws.create_tuning_job_requests[before:]
+    name = sent["HyperParameterTuningJobName"]
+    definition = sent["TrainingJobDefinition"]
+    assert definition["InputDataConfig"][0]["DataSource"]["FileSystemDataSource"][
+        "FileSystemType"] == "FSxLustre"
+    assert f"{name}: Completed, 3 of at most 8 candidates" in output
+    best, = re.findall(rf"best so far: ({name}-\d{{3}}-[0-9a-f]{{8}})", output)[-1:]
+    assert f"tuning job {name}: its best candidate {best}" in output
+    assert f"best candidate: {best}" in output

@@ -5,7 +5,7 @@ EFS and FSx ids, FSx mount name abcd1234, roles, SSM parameters, eu-west-2), in 
 own: moto keeps its state per process, and in one pytest process the launcher tests' server (and
 `mock_aws` in the staging tests) would share and reset this one's. `FakeDeployment` builds
 requests with the launcher itself (`jobs`, then `submit.send(..., dry_run=True)`: the request the
-SDK would send, validated) and serves the bucket to the request playback
+SDK would send, validated; or a tuning job's candidate, derived from the tuning request) and serves the bucket to the request playback
 (maskrcnn_local/sagemaker_job.py).
 
     python -m tests.training.fake_deployment   # prints {"endpoint", "parameters"}; serves until
@@ -101,6 +101,34 @@ class FakeDeployment:
             run_name=f"{data_source}-{distribution.replace('_', '-')}")
         return self._send(lambda deployment, session: jobs.training_job(
             deployment, options, session, echo=lambda line: None))
+
+    def tuning_candidate(self, distribution: str, data_source: str,
+                         hyperparameters: Dict[str, str], tuned: str = "base_learning_rate",
+                         instance_count: int = 2) -> dict:
+        """The CreateTrainingJob request of one candidate of the tuning job the launcher builds
+        for the same launch as `training_request`, with `tuned` searched (a log-scaled decade
+        around its value), as SageMaker derives it (the launcher's tuning.candidate_request,
+        docs/aws-rules.md TUN-3): the candidate tries the value `hyperparameters` give."""
+        import boto3
+        from maskrcnn_launcher.deployment import settings
+        from maskrcnn_launcher.training import tuning
+        from maskrcnn_launcher.training.options import LaunchOptions
+
+        value = float(hyperparameters[tuned])
+        static = {k: v for k, v in hyperparameters.items() if k != tuned}
+        options = LaunchOptions(
+            data_source=data_source, instance_type="ml.m5.xlarge", instance_count=instance_count,
+            distribution=distribution, processes_per_host=1 if distribution == "horovod" else None,
+            hyperparameters=static, use_pretrained=False, max_run_hours=1.0,
+            run_name=f"{data_source}-{distribution.replace('_', '-')}")
+        search = tuning.TuningOptions(ranges=(tuning.Range(
+            tuned, repr(value / 3), repr(value * 3), tuning.LOGARITHMIC),))
+        with self._environment():
+            session = boto3.session.Session(region_name=REGION)
+            deployment = settings.load(session.client("ssm"), SSM_PATH)
+            built = tuning.tuning_job(deployment, options, search, session, echo=lambda line: None)
+            request = tuning.send(built, deployment, None, dry_run=True)
+        return tuning.candidate_request(request, {tuned: hyperparameters[tuned]})
 
     def staging_request(self) -> dict:
         from maskrcnn_launcher.training import jobs

@@ -92,14 +92,18 @@ class Run:
     finished_at: float
     stderr: str = ""
     final: dict = dataclasses.field(default_factory=dict)
+    tensorboard: str = ""  # what SageMaker uploads of the hosts' TensorBoard output (a copy)
 
 
 def play_training(fake, work, distribution: str, data_source: str, max_steps: int,
-                  on_line: Optional[Callable[[str], None]] = None, timeout: float = 870) -> Run:
+                  on_line: Optional[Callable[[str], None]] = None, timeout: float = 1200,
+                  tuning_candidate: bool = False) -> Run:
     """The launcher's request for `distribution` from `data_source`, played on 2 emulated hosts
     in `work` (the layout local_run's emulated hosts use: a later local_run --resume there
     resumes it). The bucket gets the dataset either way (the launcher checks it there); EFS and
-    FSx are directories of `work` holding the same files at the deployment's paths."""
+    FSx are directories of `work` holding the same files at the deployment's paths. With
+    `tuning_candidate`, the request is a candidate of the launcher's tuning job for the same launch
+    (its base_learning_rate searched), as SageMaker starts it (FakeDeployment.tuning_candidate)."""
     channel = prepare_dataset(work)
     fake.put_directory(channel, DATA_PATH + "/")
     systems = {}
@@ -110,8 +114,8 @@ def play_training(fake, work, distribution: str, data_source: str, max_steps: in
         system_id = fake.parameters[f"{data_source}-id"]
         systems[system_id] = sagemaker_job.FileSystem(
             root, fake.parameters["fsx-mount-name"] if data_source == "fsx" else None)
-    request = fake.training_request(distribution, data_source,
-                                    tiny_hyperparameters(max_steps=max_steps))
+    build = fake.tuning_candidate if tuning_candidate else fake.training_request
+    request = build(distribution, data_source, tiny_hyperparameters(max_steps=max_steps))
     output = Output(on_line)
     recording = PlayedJob(request, str(work), fake.iam_published)
     started = time.time()
@@ -125,7 +129,26 @@ def play_training(fake, work, distribution: str, data_source: str, max_steps: in
     if not played.succeeded:
         text += f"failure (job failure reason):\n{played.job.failure_reason}\n"
     return Run(request, played, text, time.time() - started, time.time(),
-               final=metrics.last_values(text))
+               final=metrics.last_values(text),
+               tensorboard=_uploaded_tensorboard(work, request, played))
+
+
+def _uploaded_tensorboard(work, request: dict, played: sagemaker_job.Played) -> str:
+    """A copy of every host's TensorBoard output as the play left it (TensorBoardOutputConfig's
+    LocalPath, which SageMaker uploads below <S3OutputPath><job>/tensorboard-output/, TRN-2; the
+    playback leaves it on the hosts), taken before a later local run over the same hosts adds to
+    it. Returns its directory."""
+    target = os.path.join(str(work), "uploaded-tensorboard", request["TrainingJobName"])
+    local = job_io.TENSORBOARD_LOCAL_PATH[len("/opt/ml/"):]
+    for host in played.job.hosts:
+        source = os.path.join(str(work), "hosts", host.name, "opt_ml", local)
+        for folder, _, names in os.walk(source):
+            for name in names:
+                copy = os.path.join(target, os.path.relpath(os.path.join(folder, name), source))
+                assert not os.path.exists(copy), f"two hosts wrote {copy}: SageMaker keeps one"
+                os.makedirs(os.path.dirname(copy), exist_ok=True)
+                shutil.copy2(os.path.join(folder, name), copy)
+    return target
 
 
 def report(run: Run, work, draw: int) -> str:

@@ -188,7 +188,11 @@ def _files(directory):
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, launcher_deployment):
     work = tmp_path_factory.mktemp("job")
-    first = playback.play_training(launcher_deployment, work, "horovod", "s3", max_steps=20)
+    # A candidate of the launcher's tuning job (its base_learning_rate searched), as SageMaker
+    # starts it: the launch's request but for the name, TensorBoard and checkpoint upload, and
+    # the objective's name among its hyperparameters.
+    first = playback.play_training(launcher_deployment, work, "horovod", "s3", max_steps=20,
+                                   tuning_candidate=True)
     snapshot = {
         "algo-1 checkpoints": _files(_opt_ml(work, "algo-1") / "checkpoints"),
         "algo-2 checkpoints": _files(_opt_ml(work, "algo-2") / "checkpoints"),
@@ -276,6 +280,28 @@ def test_the_hosts_got_the_launchers_request_as_sagemaker_hands_it_over(runs):
     key = sagemaker_job.model_s3_uri(request).split("/", 3)[3]
     assert key == f"jobs/{request['TrainingJobName']}/output/model.tar.gz"
     assert key in runs["fake"].keys("jobs/")
+
+
+def test_a_tuning_candidate_trains_as_sagemaker_starts_it_and_reports_its_objective(runs):
+    """TUN-3, TUN-4: the module run is a candidate of the launcher's tuning job, named and
+    given its hyperparameters as SageMaker does (static + the tried value +
+    _tuning_objective_metric, which the job's parser passes over); it prints the objective's
+    metric line, which the tuning job's definition reads, at its evaluation."""
+    from maskrcnn_contract import metrics
+
+    request, output = runs["first"].request, runs["first"].stdout
+    assert re.fullmatch(r"maskrcnn-[a-z0-9-]+-s3-horovod-001-[0-9a-f]{8}",
+                        request["TrainingJobName"]), request["TrainingJobName"]
+    hps = json.loads((_opt_ml(runs["work"], "algo-1") / "input" / "config" /
+                      "hyperparameters.json").read_text())
+    assert hps["_tuning_objective_metric"] == metrics.BEST_OBJECTIVE
+    assert hps["base_learning_rate"] == "0.01"  # the value this candidate tries
+    assert "TensorBoardOutputConfig" not in request and "CheckpointConfig" not in request
+    objective = hps["_tuning_objective_metric"]
+    definition, = [d for d in request["AlgorithmSpecification"]["MetricDefinitions"]
+                   if d["Name"] == objective]
+    values = [float(v) for v in re.findall(definition["Regex"], output)]
+    assert values and 0.0 <= values[-1] <= 1.0, objective
 
 
 def test_the_real_toolkit_ran_the_job_on_two_hosts(runs):

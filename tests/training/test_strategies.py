@@ -343,3 +343,149 @@ def test_parameter_servers_resume_and_a_stopped_ps_fails_the_job_naming_it(param
     assert (_opt_ml(work, "algo-1") / "output" / "failure").read_text().startswith(first)
     seconds = measured("parameter_server: PS stopped to the job's end (s)", ended_at - stopped_at)
     assert seconds < STALL_BUDGET_MINUTES * 60 + END_AFTER_BUDGET_SECONDS["parameter_server"]
+
+
+# --- runs side by side: the two played jobs in the launcher's `runs` and `compare` ---------------
+
+RUNS_COLUMNS = ("job", "status", "created", "dataset", "distribution", "instances",
+                "hyperparameters", "tuning job", "training h", "instance-hours", "cost", "mask AP",
+                "best", "worst class")
+
+
+def _completed_as_played(fake, run) -> tuple:
+    """The played request sent to the fake deployment (moto ends it Completed at once), with what
+    the play made in place of what the fake job writes: its model.tar.gz, its log (SageMaker's
+    final metric values are read from it), its TensorBoard output. Returns (job, its report)."""
+    import io
+    import json
+    import tarfile
+    from pathlib import Path
+
+    from maskrcnn_contract.evaluation_report import MODEL_REPORT_DIR, REPORT_FILE
+    from maskrcnn_contract.s3_objects import split_s3_uri
+
+    from maskrcnn_local import sagemaker_job
+
+    request, job = run.request, run.request["TrainingJobName"]
+    s3, logs = fake.client("s3"), fake.client("logs")
+    model_key = sagemaker_job.model_s3_uri(request).split("/", 3)[3]
+    archive = s3.get_object(Bucket=fake.bucket, Key=model_key)["Body"].read()
+    fake.client("sagemaker").create_training_job(**request)
+    s3.put_object(Bucket=fake.bucket, Key=model_key, Body=archive)
+    _, prefix = split_s3_uri(request["TensorBoardOutputConfig"]["S3OutputPath"])
+    prefix += f"{job}/tensorboard-output/"
+    for key in fake.keys(prefix):
+        s3.delete_object(Bucket=fake.bucket, Key=key)
+    fake.put_directory(run.tensorboard, prefix)
+    assert fake.keys(prefix), f"the play left no TensorBoard output in {run.tensorboard}"
+    group = "/aws/sagemaker/TrainingJobs"
+    for stream in logs.describe_log_streams(logGroupName=group,
+                                            logStreamNamePrefix=job + "/")["logStreams"]:
+        logs.delete_log_stream(logGroupName=group, logStreamName=stream["logStreamName"])
+    stream, now = f"{job}/algo-1-{int(time.time())}", int(time.time() * 1000)
+    logs.create_log_stream(logGroupName=group, logStreamName=stream)
+    lines = [line for line in run.stdout.splitlines() if line.strip()]
+    for start in range(0, len(lines), 2000):
+        logs.put_log_events(logGroupName=group, logStreamName=stream, logEvents=[
+            {"timestamp": now + start + i, "message": line}
+            for i, line in enumerate(lines[start:start + 2000])])
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        member, = [m for m in tar.getmembers()
+                   if m.name.lstrip("./") == f"{MODEL_REPORT_DIR}/{REPORT_FILE}"]
+        report = json.loads(tar.extractfile(member).read())
+    assert Path(run.tensorboard).is_dir()
+    return job, report
+
+
+def _tensorflow_scalars(directory) -> dict:
+    """{tag: [(step, value)]} of the scalars in the event files below `directory`, read by
+    TensorFlow's own reader: the reference the launcher's reader (no TensorFlow) is held to."""
+    from pathlib import Path
+
+    import tensorflow as tf
+
+    curves = {}
+    for path in sorted(Path(directory).rglob("*tfevents*"), key=lambda p: p.name):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                if value.metadata.plugin_data.plugin_name == "scalars":
+                    curves.setdefault(value.tag, {})[event.step] = float(
+                        tf.make_ndarray(value.tensor))
+    return {tag: sorted(points.items()) for tag, points in curves.items()}
+
+
+def _cell(header: str, line: str, column: str) -> str:
+    start = header.index(column)
+    later = [header.index(c) for c in RUNS_COLUMNS if header.index(c) > start]
+    return line[start:min(later) if later else None].strip()
+
+
+def test_runs_and_compare_show_the_played_jobs_figures(mirrored, parameter_servers,
+                                                       launcher_deployment, tmp_path):
+    """`runs` and `compare` on the two played jobs, Completed in the fake deployment with their
+    own model.tar.gz (the evaluation report), log (SageMaker's final metrics) and TensorBoard
+    output: the table's mask AP and worst class are the reports', its settings the requests';
+    the compared curves are TensorFlow's own reading of the jobs' event files, the per-class AP
+    the reports'."""
+    from maskrcnn_contract import metrics
+
+    fake = launcher_deployment
+    played = {"multi_worker_mirrored": (mirrored["first"], "efs", 20),
+              "parameter_server": (parameter_servers["run"], "fsx", 40)}
+    jobs = {}
+    for distribution, (run, source, steps) in played.items():
+        jobs[distribution] = _completed_as_played(fake, run) + (run, source, steps)
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    environment.update(fake.environment(), MASKRCNN_REPORTS_DIR=str(tmp_path / "reports"),
+                       MASKRCNN_TENSORBOARD_DIR=str(tmp_path / "tensorboard"))
+
+    def cli(*args):
+        result = subprocess.run([sys.executable, "-m", "maskrcnn_launcher", *args],
+                                cwd=os.path.join(playback.sagemaker_job.REPO, "notebooks"),
+                                capture_output=True, text=True, timeout=300, env=environment)
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+        return result.stdout.splitlines()
+
+    lines = cli("runs", "--dataset", "coco2017")
+    header = lines[0]
+    for distribution, (job, report, run, source, steps) in jobs.items():
+        line, = [line for line in lines if line.startswith(job + " ")]
+        cell = lambda column: _cell(header, line, column)  # noqa: E731
+        assert cell("status") == "Completed" and cell("distribution") == distribution
+        assert cell("dataset") == f"coco2017 ({source})"
+        assert cell("instances") == "2 x ml.m5.xlarge"
+        assert f"max_steps={steps} " in cell("hyperparameters") + " "
+        segm = report["tasks"]["segm"]
+        assert cell("mask AP") == f"{segm['summary']['AP']:.3f}"
+        # The same evaluation, through SageMaker's metric definitions on the job's log.
+        assert run.final["eval/segm_AP"] == pytest.approx(segm["summary"]["AP"], abs=1e-5)
+        worst = min((row["AP"], k, row["name"]) for k, row in enumerate(segm["per_class"])
+                    if row["AP"] is not None)
+        assert cell("worst class") == f"{worst[2]} {worst[0]:.3f}"
+        if metrics.BEST_OBJECTIVE in run.final:
+            assert cell("best").startswith(f"{run.final[metrics.BEST_OBJECTIVE]:.3f}")
+        assert cell("instance-hours") != "-" and cell("cost") == "unknown"
+
+    (first, *_), (second, *_) = jobs["multi_worker_mirrored"], jobs["parameter_server"]
+    picture = tmp_path / "compare.png"
+    lines = cli("compare", first, second, "--out", str(picture))
+    assert lines[:2] == [f"J1 = {first}", f"J2 = {second}"]
+    assert picture.read_bytes()[:4] == b"\x89PNG" and f"picture: {picture}" in lines
+    curves = {label: _tensorflow_scalars(jobs[d][2].tensorboard)
+              for label, d in (("J1", "multi_worker_mirrored"), ("J2", "parameter_server"))}
+    compared = [line.split() for line in lines[3:] if line.split()[1:2] in (["J1"], ["J2"])]
+    assert {tag for tag, *_ in compared} >= {"train/loss", "eval/segm_AP", "eval/bbox_AP"}
+    for tag, label, *figures in compared:
+        points = curves[label].get(tag, [])
+        values = [value for _, value in points]
+        expected = [str(len(points)), f"{points[0][0]}-{points[-1][0]}",
+                    *(f"{v:.4g}" for v in (values[0], values[-1], min(values), max(values)))] \
+            if points else ["0", "-"]
+        assert figures == expected, (tag, label)
+    assert len(curves["J1"]["train/loss"]) == 4 and len(curves["J2"]["train/loss"]) >= 4
+    per_class = lines[lines.index(next(line for line in lines if line.startswith("mask AP"))):]
+    reports = (jobs["multi_worker_mirrored"][1], jobs["parameter_server"][1])
+    for k, row in enumerate(reports[0]["tasks"]["segm"]["per_class"]):
+        aps = [r["tasks"]["segm"]["per_class"][k]["AP"] for r in reports]
+        assert per_class[1 + k].split() == [
+            row["name"], *("-" if ap is None else f"{ap:.3f}" for ap in aps)]

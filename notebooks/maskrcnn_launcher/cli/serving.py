@@ -4,6 +4,7 @@ import json
 import sys
 
 from maskrcnn_launcher.deployment import instances
+from maskrcnn_launcher.runs import registry
 from maskrcnn_launcher.serving import endpoint_plan, endpoints, invocation
 
 REFUSALS = (endpoint_plan.DeployRequestError,)
@@ -16,6 +17,9 @@ def add_commands(sub) -> None:
                          "auto-scaling endpoint (costs its instances' hourly price until deleted)")
     dep.add_argument("--job", help="training job to serve (default: the deployment's latest "
                      "Completed one)")
+    dep.add_argument("--model-package", metavar=f"ARN|{registry.LATEST_APPROVED}",
+                     help="serve a version of the deployment's model registry instead of a job: "
+                     "refused unless it is Approved")
     dep.add_argument("--endpoint-name", help="name of the model, endpoint configuration and "
                      "endpoint, starting with the deployment's job-name prefix (default: "
                      "<prefix>-endpoint-<UTC time>)")
@@ -59,7 +63,8 @@ def add_commands(sub) -> None:
 
 def deploy(args, deployment, boto_session) -> None:
     options = endpoint_plan.DeployOptions(
-        job_name=args.job, endpoint_name=args.endpoint_name, instance_type=args.instance_type,
+        job_name=args.job, model_package=args.model_package,
+        endpoint_name=args.endpoint_name, instance_type=args.instance_type,
         instance_count=args.instance_count, min_instances=args.min_instances,
         max_instances=args.max_instances, target_invocations=args.target_invocations,
         require_gpu=not args.allow_cpu, data_capture_percent=args.data_capture,

@@ -1,12 +1,14 @@
-"""The training flow's commands: launch, follow, warm-pools, release-warm-pool."""
+"""The training flow's commands: launch, tune, follow, warm-pools, release-warm-pool."""
 
 import argparse
 import json
 import sys
 
+from maskrcnn_contract import metrics
+
 from maskrcnn_launcher.deployment import instances
-from maskrcnn_launcher.runs import follow
-from maskrcnn_launcher.training import warm_pools
+from maskrcnn_launcher.runs import follow, lookup, tuning_jobs
+from maskrcnn_launcher.training import tuning, warm_pools
 from maskrcnn_launcher.training.options import (DATA_SOURCES, DISTRIBUTIONS, INPUT_MODES,
                                                 MAX_KEEP_ALIVE_SECONDS, LaunchOptions,
                                                 LaunchRequestError)
@@ -22,8 +24,8 @@ def _hyperparameter(text: str):
     return key, value
 
 
-def add_commands(sub) -> None:
-    launch = sub.add_parser("launch", help="start a Mask R-CNN training job")
+def _add_launch_arguments(launch) -> None:
+    """What a launch and a tuning job share: the launch's options."""
     defaults = LaunchOptions()
     launch.add_argument("--data-source", choices=DATA_SOURCES, default=defaults.data_source)
     launch.add_argument("--dataset", default=defaults.dataset,
@@ -64,17 +66,60 @@ def add_commands(sub) -> None:
     launch.add_argument("--no-pretrained", action="store_true",
                         help="no `pretrained` channel (train the backbone from scratch)")
     launch.add_argument("--run-name", help="name of the run; a run launched again resumes from its "
-                        "checkpoints (default: <data source>-<random>, a new run)")
+                        "checkpoints (default: <data source>-<random>, a new run); a tuning "
+                        "job's name is <prefix>-<run name>, at most 32 characters")
     launch.add_argument("--dry-run", action="store_true",
                         help="build and validate the request as it would be sent; send nothing")
     launch.add_argument("--wait", action="store_true", help="wait for the end, print metrics")
-    follow_p = sub.add_parser("follow", help="wait for a job, print its log and metrics")
+
+
+def add_commands(sub) -> None:
+    _add_launch_arguments(sub.add_parser("launch", help="start a Mask R-CNN training job"))
+    tune_p = sub.add_parser("tune", help="start a hyperparameter tuning job: the launch's "
+                            "training job searched over ranges (docs/tuning.md)")
+    _add_launch_arguments(tune_p)
+    tuning_defaults = tuning.TuningOptions()
+    tune_p.add_argument("--objective", default=tuning_defaults.objective,
+                        help="the evaluation figure to optimize, one of: "
+                        + ", ".join(metrics.OBJECTIVE_METRICS)
+                        + f" (default {tuning_defaults.objective})")
+    tune_p.add_argument("--range", action="append", default=[], dest="ranges",
+                        metavar="NAME=MIN:MAX[:SCALING] | NAME=A|B",
+                        help="a hyperparameter to search (repeatable; scaling Auto, Linear, "
+                        "Logarithmic, ReverseLogarithmic); default: "
+                        + "; ".join(r.describe() for r in tuning.DEFAULT_RANGES))
+    tune_p.add_argument("--max-jobs", type=int, default=tuning_defaults.max_jobs)
+    tune_p.add_argument("--max-parallel-jobs", type=int,
+                        default=tuning_defaults.max_parallel_jobs)
+    tune_p.add_argument("--strategy", default=tuning_defaults.strategy,
+                        help=f"one of {', '.join(tuning.STRATEGIES)}")
+    tune_p.add_argument("--early-stopping", default=tuning_defaults.early_stopping,
+                        help=f"one of {', '.join(tuning.EARLY_STOPPING)}: Auto stops a candidate "
+                        "whose objective falls behind the median of the earlier ones")
+    follow_p = sub.add_parser("follow", help="wait for a job, print its log and metrics; for a "
+                              "tuning job, its candidates (status, objective) and the best")
     follow_p.add_argument("job_name")
     sub.add_parser("warm-pools", help="list the deployment's training jobs whose warm pool is "
                    "kept now: instances, hourly price class, hours kept, when it ends")
     release_p = sub.add_parser("release-warm-pool", help="end a finished job's warm pool now "
                                "(stopping a job does not); its instances stop billing")
     release_p.add_argument("job_name")
+
+
+def follow_tuning_job(boto_session, deployment, name: str) -> None:
+    sagemaker = boto_session.client("sagemaker")
+    last = tuning_jobs.wait(sagemaker, deployment, name,
+                            echo=lambda line: print(line, file=sys.stderr))
+    print(json.dumps(tuning_jobs.summary(last, tuning_jobs.candidates(sagemaker, name)),
+                     indent=1))
+
+
+def follow_any(args, deployment, boto_session) -> None:
+    """A tuning job's candidates when the name is a tuning job's, else the training job."""
+    if lookup.describe_tuning_job(boto_session.client("sagemaker"), deployment, args.job_name):
+        follow_tuning_job(boto_session, deployment, args.job_name)
+    else:
+        follow_job(boto_session, args.job_name)
 
 
 def follow_job(boto_session, job_name: str) -> None:
@@ -87,10 +132,8 @@ def follow_job(boto_session, job_name: str) -> None:
                       "metrics_from_log": follow.metrics_from_lines(lines)}, indent=1))
 
 
-def launch(args, deployment, boto_session) -> None:
-    from maskrcnn_launcher.training import jobs, submit  # the SDK is imported only to launch
-
-    options = LaunchOptions(
+def _launch_options(args) -> LaunchOptions:
+    return LaunchOptions(
         data_source=args.data_source, dataset=args.dataset, init_from=args.init_from,
         instance_type=args.instance_type,
         instance_count=args.instances, distribution=args.distribution,
@@ -99,7 +142,12 @@ def launch(args, deployment, boto_session) -> None:
         volume_size_gb=args.volume_gb, use_pretrained=not args.no_pretrained,
         run_name=args.run_name, input_mode=args.input_mode,
         keep_alive_seconds=args.keep_alive_seconds)
-    job = jobs.training_job(deployment, options, boto_session)
+
+
+def launch(args, deployment, boto_session) -> None:
+    from maskrcnn_launcher.training import jobs, submit  # the SDK is imported only to launch
+
+    job = jobs.training_job(deployment, _launch_options(args), boto_session)
     sent = submit.send(job, deployment, dry_run=args.dry_run)
     for line in jobs.describe_inputs(sent):
         print(line, file=sys.stderr if args.dry_run else sys.stdout)
@@ -111,6 +159,24 @@ def launch(args, deployment, boto_session) -> None:
           f"{job.checkpoint_s3_uri}")
     if args.wait:
         follow_job(boto_session, name)
+
+
+def tune(args, deployment, boto_session) -> None:
+    ranges = tuple(tuning.parse_range(text) for text in args.ranges) or tuning.DEFAULT_RANGES
+    options = tuning.TuningOptions(
+        objective=args.objective, ranges=ranges, max_jobs=args.max_jobs,
+        max_parallel_jobs=args.max_parallel_jobs, strategy=args.strategy,
+        early_stopping=args.early_stopping)
+    built = tuning.tuning_job(deployment, _launch_options(args), options, boto_session,
+                              echo=lambda line: print(line, file=sys.stderr))
+    sent = tuning.send(built, deployment, boto_session.client("sagemaker"), dry_run=args.dry_run)
+    if args.dry_run:
+        print(json.dumps(sent, indent=1, default=str))
+        return
+    name = sent["HyperParameterTuningJobName"]
+    print(f"started tuning job {name}; follow it with `follow {name}`")
+    if args.wait:
+        follow_tuning_job(boto_session, deployment, name)
 
 
 def list_warm_pools(args, deployment, boto_session) -> None:
@@ -129,7 +195,8 @@ def release_warm_pool(args, deployment, boto_session) -> None:
 
 COMMANDS = {
     "launch": launch,
-    "follow": lambda args, deployment, boto_session: follow_job(boto_session, args.job_name),
+    "tune": tune,
+    "follow": follow_any,
     "warm-pools": list_warm_pools,
     "release-warm-pool": release_warm_pool,
 }

@@ -56,6 +56,8 @@ class Deployment:
     internet_egress: bool
     # The SNS topic of the deployment's notifications; serving's idle alarms notify it.
     notification_topic_arn: str
+    # The model registry's group (runs/registry.py): versions registered, approved, deployed.
+    model_package_group: str
     # Absent when the deployment has FSx disabled.
     fsx_id: Optional[str] = None
     fsx_mount_name: Optional[str] = None

@@ -102,11 +102,24 @@ def fetch(deployment: Deployment, job_name: str, boto_session,
             "(eval_every_epochs, no validation set) or predates the report")
     shutil.rmtree(directory, ignore_errors=True)
     os.replace(temporary, directory)
+    return _fetched(job_name, directory)
+
+
+def _fetched(job_name: str, directory: str) -> Fetched:
     report = contract.read(directory)
     pictures = {kind: os.path.join(directory, file_name)
                 for kind, file_name in contract.picture_names(report).items()
                 if os.path.isfile(os.path.join(directory, file_name))}
     return Fetched(job_name, directory, report, pictures)
+
+
+def cached(deployment: Deployment, job_name: str, boto_session) -> Fetched:
+    """The report `fetch` wrote for this job before (a Completed job's model.tar.gz does not
+    change), else `fetch`: tables over many runs download each model once."""
+    directory = os.path.join(default_root(), job_name)
+    if not os.path.isfile(os.path.join(directory, contract.REPORT_FILE)):
+        return fetch(deployment, job_name, boto_session)
+    return _fetched(job_name, directory)
 
 
 def describe(fetched: Fetched) -> list:

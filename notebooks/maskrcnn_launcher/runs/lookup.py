@@ -2,10 +2,13 @@
 
 Every flow that takes a job's name (serving, reports, fine-tuning, warm pools) reads it here, so
 that a job of another deployment, a staging job, an unfinished job or one whose model.tar.gz is
-gone is refused the same way everywhere, naming the job and why.
+gone is refused the same way everywhere, naming the job and why. A finished run may also be named
+by its hyperparameter tuning job: `training_job` takes the tuning job's best candidate and says
+which (docs/tuning.md).
 """
 
 import datetime
+import sys
 from typing import Callable, List, Optional, Tuple
 
 from botocore.exceptions import ClientError
@@ -67,6 +70,40 @@ def latest_completed_job(sagemaker_client, deployment: Deployment) -> Optional[s
     return max(found)[1] if found else None
 
 
+# HyperParameterTuningJobName: at most 32 characters (docs/aws-rules.md TUN-1); a longer name is
+# a training job's.
+MAX_TUNING_JOB_NAME = 32
+
+
+def describe_tuning_job(sagemaker_client, deployment: Deployment, name: str) -> Optional[dict]:
+    """DescribeHyperParameterTuningJob of this deployment's tuning job `name`, or None when there
+    is no tuning job of that name (a training job's name, then)."""
+    if not name.startswith(f"{deployment.job_name_prefix}-") or len(name) > MAX_TUNING_JOB_NAME:
+        return None
+    try:
+        return sagemaker_client.describe_hyper_parameter_tuning_job(
+            HyperParameterTuningJobName=name)
+    except ClientError as error:
+        if is_missing(error):
+            return None
+        raise
+
+
+def best_candidate(tuning: dict, refuse: Callable[[str], Exception]) -> str:
+    """The name of a tuning job's best candidate so far (SageMaker's BestTrainingJob: the best
+    objective value among its candidates that reported one)."""
+    best = tuning.get("BestTrainingJob") or {}
+    name = tuning["HyperParameterTuningJobName"]
+    if not best.get("TrainingJobName"):
+        raise refuse(f"tuning job {name!r} ({tuning['HyperParameterTuningJobStatus']}) has no "
+                     "best candidate yet: none of its training jobs has reported its objective")
+    return best["TrainingJobName"]
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
 def s3_object_problem(s3_client, uri: str) -> Optional[str]:
     folder, _, name = uri.rpartition("/")
     bucket, prefix = s3_objects.split_s3_uri(folder)
@@ -81,10 +118,12 @@ def s3_object_problem(s3_client, uri: str) -> Optional[str]:
 
 def training_job(sagemaker_client, s3_client, deployment: Deployment,
                  job_name: Optional[str] = None,
-                 refuse: Callable[[str], Exception] = RunRequestError) -> dict:
-    """DescribeTrainingJob of a finished run: the named one, else the latest Completed one.
-    Refused (`refuse(problem)` raised) unless it is this deployment's, Completed, a training (not
-    staging) job, and its model.tar.gz exists."""
+                 refuse: Callable[[str], Exception] = RunRequestError,
+                 echo: Callable[[str], None] = _stderr) -> dict:
+    """DescribeTrainingJob of a finished run: the named one (a tuning job's name: its best
+    candidate, which `echo` names), else the latest Completed one. Refused (`refuse(problem)`
+    raised) unless it is this deployment's, Completed, a training (not staging) job, and its
+    model.tar.gz exists."""
     if job_name is None:
         job_name = latest_completed_job(sagemaker_client, deployment)
         if job_name is None:
@@ -92,6 +131,14 @@ def training_job(sagemaker_client, s3_client, deployment: Deployment,
                 f"no Completed training job named {deployment.job_name_prefix}-* in "
                 f"{deployment.region}: train one first (mask-rcnn-*.ipynb or `launch`), or name "
                 "one with --job / JOB_NAME")
+    tuning = describe_tuning_job(sagemaker_client, deployment, job_name)
+    if tuning is not None:
+        best = best_candidate(tuning, refuse)
+        metric = (tuning.get("BestTrainingJob") or {}).get(
+            "FinalHyperParameterTuningJobObjectiveMetric") or {}
+        echo(f"tuning job {job_name}: its best candidate {best}"
+             + (f" ({metric['MetricName']} {metric['Value']:g})" if metric else ""))
+        job_name = best
     job = describe_job(sagemaker_client, deployment, job_name, refuse)
     if is_staging_job(deployment, job_name, job):
         raise refuse(f"training job {job_name!r} is a dataset staging job: it trains no model")

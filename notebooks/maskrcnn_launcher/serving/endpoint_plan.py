@@ -24,7 +24,7 @@ from botocore.exceptions import ClientError
 from maskrcnn_contract import ssm
 from maskrcnn_launcher.deployment import instances
 from maskrcnn_launcher.deployment.settings import Deployment
-from maskrcnn_launcher.runs import lookup
+from maskrcnn_launcher.runs import lookup, registry
 
 DEFAULT_INSTANCE_TYPE = "ml.g5.xlarge"  # 1 A10G, 24 GB; about $1.4/h on demand in us-east-1
 VARIANT = "AllTraffic"
@@ -57,6 +57,9 @@ class DeployOptions:
     """What the user chooses in the notebook or on the command line."""
 
     job_name: Optional[str] = None         # None: the deployment's latest Completed training job
+    # A version of the deployment's model registry instead of a job: its ARN, or
+    # registry.LATEST_APPROVED; served only when Approved (runs/registry.py, REG-4).
+    model_package: Optional[str] = None
     endpoint_name: Optional[str] = None    # None: <prefix>-endpoint-<UTC time>
     instance_type: str = DEFAULT_INSTANCE_TYPE
     instance_count: int = 1                # initial; between min_instances and max_instances
@@ -89,6 +92,8 @@ class Plan:
     register_scalable_target: dict
     put_scaling_policy: dict
     put_metric_alarm: Optional[dict] = None  # the idle alarm; None: none asked for
+    image: str = ""                          # the serving image (the version's, from a package)
+    model_package: Optional[str] = None      # the registry version served, if one is
 
     def requests(self) -> Dict[str, dict]:
         requests = {"CreateModel": self.create_model,
@@ -229,18 +234,32 @@ def plan(deployment: Deployment, options: DeployOptions, boto_session) -> Plan:
         if taken:
             problems.append(f"{' and '.join(taken)} named {name!r} exist(s) already: delete it "
                             f"(`delete-endpoint {name}`) or choose another name")
+    if options.model_package and options.job_name:
+        problems.append(f"a training job ({options.job_name}) and a model package "
+                        f"({options.model_package}): serve one or the other")
     if problems:
         raise DeployRequestError("; ".join(problems))
-    job = lookup.training_job(sagemaker, boto_session.client("s3"), deployment, options.job_name,
-                             refuse=DeployRequestError)
-    model_data_url = job["ModelArtifacts"]["S3ModelArtifacts"]
+    if options.model_package:
+        package = approved_package(deployment, options.model_package, options.instance_type,
+                                   sagemaker)
+        container = {"ModelPackageName": package["ModelPackageArn"]}
+        spec = package["InferenceSpecification"]["Containers"][0]
+        image, model_data_url = spec["Image"], spec["ModelDataUrl"]
+        training_job = registry.version(sagemaker, boto_session.client("s3"), deployment,
+                                        package["ModelPackageArn"]).training_job or "?"
+    else:
+        job = lookup.training_job(sagemaker, boto_session.client("s3"), deployment,
+                                  options.job_name, refuse=DeployRequestError)
+        model_data_url, training_job = job["ModelArtifacts"]["S3ModelArtifacts"], \
+            job["TrainingJobName"]
+        # The container serves the SavedModel of <archive>/1/ under the name "model" and runs
+        # <archive>/code/inference.py around it (EP-2): no environment needed.
+        container = {"Image": image, "ModelDataUrl": model_data_url}
 
-    # The container serves the SavedModel of <archive>/1/ under the name "model" and runs
-    # <archive>/code/inference.py around it (EP-2): no environment needed.
     create_model = {
         "ModelName": name,
         "ExecutionRoleArn": deployment.model_role_arn,
-        "PrimaryContainer": {"Image": image, "ModelDataUrl": model_data_url},
+        "PrimaryContainer": container,
         "VpcConfig": {"Subnets": list(deployment.subnet_ids),
                       "SecurityGroupIds": list(deployment.security_group_ids)},
     }
@@ -268,7 +287,8 @@ def plan(deployment: Deployment, options: DeployOptions, boto_session) -> Plan:
     target = {"ServiceNamespace": SCALING_NAMESPACE, "ResourceId": resource_id(name),
               "ScalableDimension": SCALABLE_DIMENSION}
     return Plan(
-        training_job=job["TrainingJobName"], model_data_url=model_data_url, name=name,
+        training_job=training_job, model_data_url=model_data_url, name=name, image=image,
+        model_package=container.get("ModelPackageName"),
         create_model=create_model, create_endpoint_config=create_endpoint_config,
         create_endpoint={"EndpointName": name, "EndpointConfigName": name},
         # No RoleARN: Application Auto Scaling uses its service-linked role (AAS-3).
@@ -286,6 +306,38 @@ def plan(deployment: Deployment, options: DeployOptions, boto_session) -> Plan:
     )
 
 
+def approved_package(deployment: Deployment, model_package: str, instance_type: str,
+                     sagemaker_client) -> dict:
+    """DescribeModelPackage of the version to serve: `model_package` (an ARN, or
+    registry.LATEST_APPROVED), refused (DeployRequestError) unless it is a version of this
+    deployment's group, Approved, Completed, and holds an image for `instance_type` (REG-4)."""
+    arn = model_package
+    if model_package == registry.LATEST_APPROVED:
+        arn = registry.latest_approved(deployment, sagemaker_client, refuse=DeployRequestError)
+    package = registry.describe_version(sagemaker_client, deployment, arn,
+                                        refuse=DeployRequestError)
+    number = package["ModelPackageVersion"]
+    approval = package.get("ModelApprovalStatus")
+    if approval != registry.APPROVED:
+        reason = f" ({package['ApprovalDescription']})" if package.get("ApprovalDescription") \
+            else ""
+        raise DeployRequestError(
+            f"model package version {number} ({arn}) is {approval}{reason}: only an Approved "
+            f"version is served. Approve it first: python -m maskrcnn_launcher approve {arn} "
+            "--reason ...")
+    if package["ModelPackageStatus"] != "Completed":
+        raise DeployRequestError(f"model package version {number} ({arn}) is "
+                                 f"{package['ModelPackageStatus']}, not Completed: SageMaker "
+                                 "has not finished validating it; try again shortly")
+    supported = package["InferenceSpecification"].get("SupportedRealtimeInferenceInstanceTypes")
+    if supported is not None and instance_type not in supported:
+        raise DeployRequestError(
+            f"instance type {instance_type!r}: version {number} holds the TensorFlow Serving GPU "
+            f"image and lists the GPU types it runs on, e.g. {DEFAULT_INSTANCE_TYPE}; a CPU "
+            "endpoint serves a training job (--job) instead")
+    return package
+
+
 def describe_plan(p: Plan) -> List[str]:
     """What a plan creates, one line each."""
     variant = p.create_endpoint_config["ProductionVariants"][0]
@@ -293,8 +345,9 @@ def describe_plan(p: Plan) -> List[str]:
     capture = p.create_endpoint_config.get("DataCaptureConfig")
     return [
         f"training job:  {p.training_job}",
+        *([f"model package: {p.model_package} (Approved)"] if p.model_package else []),
         f"model data:    {p.model_data_url}",
-        f"image:         {p.create_model['PrimaryContainer']['Image']}",
+        f"image:         {p.image}",
         f"endpoint:      {p.name} (model, endpoint configuration and endpoint share the name)",
         f"instances:     {variant['InitialInstanceCount']} x {variant['InstanceType']}, scaling "
         f"{p.register_scalable_target['MinCapacity']}..{p.register_scalable_target['MaxCapacity']}"

@@ -123,7 +123,7 @@ def summary(p: Plan) -> dict:
     return {
         "endpoint_name": p.name, "model_name": p.name, "endpoint_config_name": p.name,
         "training_job": p.training_job, "model_data_url": p.model_data_url,
-        "image": p.create_model["PrimaryContainer"]["Image"],
+        "image": p.image, "model_package": p.model_package,
         "instance_type": variant["InstanceType"],
         "instance_count": variant["InitialInstanceCount"],
         "volume_kms_key": "KmsKeyId" in p.create_endpoint_config,

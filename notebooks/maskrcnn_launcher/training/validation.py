@@ -35,6 +35,10 @@ from maskrcnn_launcher.training.options import (DEFAULT_DISTRIBUTION, FILE, HORO
                                                 PARAMETER_SERVER, LaunchRequestError)
 
 TRAINING, STAGING = "training", "staging"
+# A tuning job's candidate, as SageMaker derives it from the definition (training/tuning.py): a
+# training job without TensorBoardOutputConfig, whose hyperparameters carry the objective's name.
+TUNING_CANDIDATE = "tuning candidate"
+TUNING_OBJECTIVE = "_tuning_objective_metric"
 
 # The toolkit's MPI settings share a prefix: any of them, sent or not, is the MPI runner's.
 _MPI_PREFIX = os.path.commonprefix(
@@ -281,7 +285,7 @@ def _hyperparameter_problems(hps: Mapping[str, str], channels: List[Mapping],
 
 # The program each kind of job runs in /opt/ml/code. The image's ENV names train.py; the toolkit
 # reads the environment before the `sagemaker_program` hyperparameter (docs/aws-rules.md SM-14).
-PROGRAMS = {TRAINING: "train.py", STAGING: job_io.STAGING_PROGRAM}
+PROGRAMS = {TRAINING: "train.py", TUNING_CANDIDATE: "train.py", STAGING: job_io.STAGING_PROGRAM}
 
 
 def _program_problems(request: Mapping, kind: str) -> List[str]:
@@ -305,6 +309,16 @@ def _program_problems(request: Mapping, kind: str) -> List[str]:
     return problems
 
 
+def _objective_problems(objective: Optional[str], request: Mapping) -> List[str]:
+    """A candidate's _tuning_objective_metric names one of its MetricDefinitions (TUN-4)."""
+    defined = [d["Name"] for d in request.get("AlgorithmSpecification", {})
+               .get("MetricDefinitions", [])]
+    if objective not in defined:
+        return [f"hyperparameter {TUNING_OBJECTIVE}={objective!r}: a tuning job's candidate "
+                "carries its objective, one of its MetricDefinitions"]
+    return []
+
+
 def validate(request: Mapping, deployment: Deployment, kind: str) -> None:
     """Raises LaunchRequestError naming every problem of a CreateTrainingJob request."""
     problems: List[str] = []
@@ -312,7 +326,8 @@ def validate(request: Mapping, deployment: Deployment, kind: str) -> None:
     if not name.startswith(deployment.job_name_prefix + "-"):
         problems.append(f"job name {name!r} must start with {deployment.job_name_prefix}- "
                         "(the notebook role may only create jobs with that prefix)")
-    role = {TRAINING: deployment.training_role_arn, STAGING: deployment.staging_role_arn}[kind]
+    role = {TRAINING: deployment.training_role_arn, TUNING_CANDIDATE: deployment.training_role_arn,
+            STAGING: deployment.staging_role_arn}[kind]
     if request["RoleArn"] != role:
         problems.append(f"role {request['RoleArn']!r} is not the deployment's {kind} role {role} "
                         "(the notebook role may pass only the deployment's job roles)")
@@ -329,12 +344,15 @@ def validate(request: Mapping, deployment: Deployment, kind: str) -> None:
     problems += _program_problems(request, kind)
     problems += _input_mode_problems(request)
     problems += _warm_pool_problems(request)
-    if kind == TRAINING:
+    if kind in (TRAINING, TUNING_CANDIDATE):
         channels = request.get("InputDataConfig", [])
+        hps = dict(request.get("HyperParameters", {}))
         problems += _channel_problems(channels, deployment)
-        problems += _tensorboard_problems(request, deployment)
-        problems += _hyperparameter_problems(request.get("HyperParameters", {}), channels,
-                                             resources.get("InstanceCount", 1))
+        if kind == TRAINING:
+            problems += _tensorboard_problems(request, deployment)
+        else:
+            problems += _objective_problems(hps.pop(TUNING_OBJECTIVE, None), request)
+        problems += _hyperparameter_problems(hps, channels, resources.get("InstanceCount", 1))
         if request.get("EnableManagedSpotTraining") and "CheckpointConfig" not in request:
             problems.append("managed spot without checkpoints would restart from step 0")
     if problems:
