@@ -16,6 +16,13 @@ def split_s3_uri(s3_uri: str) -> Tuple[str, str]:
     return bucket, prefix.rstrip("/") + "/" if prefix else ""
 
 
+def split_object_uri(uri: str) -> Tuple[str, str]:
+    """'s3://bucket/a/b.tar.gz' -> ('bucket', 'a/b.tar.gz'): an object's bucket and key."""
+    folder, _, name = uri.rpartition("/")
+    bucket, prefix = split_s3_uri(folder)
+    return bucket, prefix + name
+
+
 def object_exists(s3_client, bucket: str, key: str) -> bool:
     """Whether the object exists (a completeness marker, a model archive), by listing the key as
     a prefix (ListObjectsV2, s3:ListBucket with s3:prefix = the key). Not HeadObject: on a missing

@@ -297,21 +297,31 @@ def test_many_silent_peers_keep_the_first_line_within_the_failure_reason():
     assert peers.describe(answers, 10) == "; not answering: 511 peer(s)"
 
 
-def test_the_firing_watchdog_names_the_frozen_peer_and_leaves_itself_out(fast_peers, tmp_path):
+def _fire_beside_a_frozen_peer(tmp_path, who, wire):
+    """(reports, exit statuses) of a watchdog `who` on algo-1 that `wire(dog, frozen)` gives its
+    peers, a FrozenPeer among them, run until it fires."""
     reports, exits, fired = [], [], threading.Event()
     frozen = FrozenPeer()
     stream = open(tmp_path / "stderr.txt", "w", encoding="utf-8")  # faulthandler: a real file
-    dog = stall.Watchdog("rank 0", "algo-1", 0.3, 5.0, report=reports.append,
+    dog = stall.Watchdog(who, "algo-1", 0.3, 5.0, report=reports.append,
                          exit=lambda status: (exits.append(status), fired.set()), stream=stream)
     try:
-        own = dog.serve_status(bind="127.0.0.1")
-        dog.set_peers([own, {"who": "rank 1", "host": "algo-1", "port": frozen.port}])
+        wire(dog, frozen)
         dog.start(stall.TRAIN)
         assert fired.wait(10)
     finally:
         dog.stop()
         frozen.close()
         stream.close()
+    return reports, exits
+
+
+def test_the_firing_watchdog_names_the_frozen_peer_and_leaves_itself_out(fast_peers, tmp_path):
+    def wire(dog, frozen):
+        own = dog.serve_status(bind="127.0.0.1")
+        dog.set_peers([own, {"who": "rank 1", "host": "algo-1", "port": frozen.port}])
+
+    reports, exits = _fire_beside_a_frozen_peer(tmp_path, "rank 0", wire)
     first = reports[0].splitlines()[0]
     assert first == ("rank 0 on algo-1 stalled: no progress for 0.01 min in phase train (no step "
                      "finished yet); not answering: rank 1 on algo-1")
@@ -425,20 +435,11 @@ def test_known_peers_are_asked_without_the_exchange_and_a_frozen_supervisor_is_n
     """The parameter-server chief's watchdog (job.stall_watchdog adds every host's supervisor):
     a host whose supervisor is frozen (the host hung) is not answering; its exchange, which
     yields no peer under parameter servers, changes nothing."""
-    reports, exits, fired = [], [], threading.Event()
-    frozen = FrozenPeer()
-    stream = open(tmp_path / "stderr.txt", "w", encoding="utf-8")
-    dog = stall.Watchdog("chief 0", "algo-1", 0.3, 5.0, report=reports.append,
-                         exit=lambda status: (exits.append(status), fired.set()), stream=stream)
-    try:
+    def wire(dog, frozen):
         dog.add_peers([{"who": "the supervisor", "host": "algo-1", "port": frozen.port}])
         dog.set_peers([dog.serve_status(bind="127.0.0.1")])  # the chief's gather: itself alone
-        dog.start(stall.TRAIN)
-        assert fired.wait(10)
-    finally:
-        dog.stop()
-        frozen.close()
-        stream.close()
+
+    reports, exits = _fire_beside_a_frozen_peer(tmp_path, "chief 0", wire)
     assert reports[0].splitlines()[0] == (
         "chief 0 on algo-1 stalled: no progress for 0.01 min in phase train (no step finished "
         "yet); not answering: the supervisor on algo-1")

@@ -83,13 +83,12 @@ def fetch(deployment: Deployment, job_name: str, boto_session,
     s3 = boto_session.client("s3")
     job = lookup.training_job(boto_session.client("sagemaker"), s3, deployment, job_name)
     url = job["ModelArtifacts"]["S3ModelArtifacts"]
-    folder, _, name = url.rpartition("/")
-    bucket, prefix = s3_objects.split_s3_uri(folder)
+    bucket, key = s3_objects.split_object_uri(url)
     directory = out_dir or os.path.join(default_root(), job_name)
     temporary = directory.rstrip("/") + ".incomplete"
     shutil.rmtree(temporary, ignore_errors=True)
     os.makedirs(temporary)
-    body = s3.get_object(Bucket=bucket, Key=prefix + name)["Body"]
+    body = s3.get_object(Bucket=bucket, Key=key)["Body"]
     try:
         _extract(body, temporary)
     finally:

@@ -105,10 +105,8 @@ def _stderr(line: str) -> None:
 
 
 def s3_object_problem(s3_client, uri: str) -> Optional[str]:
-    folder, _, name = uri.rpartition("/")
-    bucket, prefix = s3_objects.split_s3_uri(folder)
     try:
-        if s3_objects.object_exists(s3_client, bucket, prefix + name):
+        if s3_objects.object_exists(s3_client, *s3_objects.split_object_uri(uri)):
             return None
     except ClientError as error:  # not a missing object: denied, or another error
         code = error.response.get("Error", {}).get("Code", "")

@@ -83,13 +83,6 @@ def gpu_instance_types(sagemaker_client) -> List[str]:
     return [t for t in enum if t.split(".")[1] in instances.HOSTING_GPU_FAMILIES]
 
 
-def _object(uri: str):
-    """(bucket, key) of an object's s3:// URI (s3_objects.split_s3_uri splits folders)."""
-    folder, _, name = uri.rpartition("/")
-    bucket, prefix = s3_objects.split_s3_uri(folder)
-    return bucket, prefix + name
-
-
 def _digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
@@ -182,7 +175,7 @@ def register(deployment: Deployment, job_name: str, boto_session,
     uri = report_s3_uri(deployment, job_name)
     request = registration_request(deployment, job, uri, _digest(data),
                                    gpu_instance_types(sagemaker), _ap_summary(fetched.report))
-    bucket, key = _object(uri)
+    bucket, key = s3_objects.split_object_uri(uri)
     s3.put_object(Bucket=bucket, Key=key, Body=data, ContentType=REPORT_CONTENT_TYPE)
     arn = sagemaker.create_model_package(**request)["ModelPackageArn"]
     echo(f"registered {job_name} as {arn} ({_ap_summary(fetched.report)}), "
@@ -228,7 +221,7 @@ def _read_report(s3_client, metrics: dict):
     uri = statistics.get("S3Uri")
     if not uri:
         return None, "no ModelQuality statistics"
-    bucket, key = _object(uri)
+    bucket, key = s3_objects.split_object_uri(uri)
     try:
         data = s3_client.get_object(Bucket=bucket, Key=key)["Body"].read()
     except ClientError as error:
