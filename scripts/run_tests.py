@@ -59,19 +59,33 @@ def main(extra) -> int:
         print(f"{path} running beside the other tests (log: {os.path.relpath(log, REPO)})",
               flush=True)
     ignored = [f"--ignore={p}" for path, _ in BESIDE for p in path.split()]
-    statuses = {"the other tests": subprocess.call([sys.executable, "-m", "pytest", *ignored,
-                                                    *extra], cwd=REPO)}
-    # Apart: a node id under an --ignore'd folder is not collected beside its parent folder.
-    statuses["infra tests that need moto"] = subprocess.call(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *extra, *NEEDS_MOTO], cwd=REPO)
+    statuses, spent = {}, {}
+    for name, command in (
+            ("the other tests", [sys.executable, "-m", "pytest", *ignored, *extra]),
+            # Apart: a node id under an --ignore'd folder is not collected beside its parent folder.
+            ("infra tests that need moto",
+             [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *extra, *NEEDS_MOTO])):
+        statuses[name], spent[name] = _waited(subprocess.Popen(command, cwd=REPO))
     for path, log, process in beside:
-        statuses[path] = process.wait()
+        statuses[path], spent[path] = _waited(process)
         print(f"\n=== {path} ===", flush=True)
         with open(log, encoding="utf-8") as f:
             sys.stdout.write(f.read())
     print(f"\nall tests: {time.time() - started:.0f} s; exit status "
           + ", ".join(f"{name} {status}" for name, status in statuses.items()))
+    # The budget is the machine's cores: CPU seconds say what each process costs, whatever
+    # else shared the machine.
+    print("CPU seconds (user + system, children included): "
+          + ", ".join(f"{name} {cpu:.0f}" for name, cpu in spent.items())
+          + f"; {sum(spent.values()):.0f} in all")
     return 0 if not any(statuses.values()) else 1
+
+
+def _waited(process):
+    """(exit status, CPU seconds of the process and everything it waited for)."""
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return process.returncode, usage.ru_utime + usage.ru_stime
 
 
 if __name__ == "__main__":

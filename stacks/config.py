@@ -64,6 +64,12 @@ REPOSITORY = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 GIT_REF_FORBIDDEN = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//|(^|/)\.|\.lock(/|$)")
 # Retention spans the network stack maps onto CloudWatch Logs' RetentionDays.
 LOG_RETENTION_DAYS = (30, 90, 180, 365, 731, 1827, 3653)
+# Experiment tracking (stacks/experiments.py): off, or a SageMaker managed MLflow tracking server,
+# the one kind reachable from a VPC without internet (docs/experiments.md, "Why a tracking
+# server, not an MLflow App").
+MLFLOW_MODES = ("off", "tracking-server")
+# CreateMlflowTrackingServer TrackingServerSize (botocore's enum; docs/aws-rules.md MLF-1).
+MLFLOW_SIZES = ("Small", "Medium", "Large")
 
 
 class ConfigError(ValueError):
@@ -79,6 +85,7 @@ class BucketLayout:
     pretrained: str = "pretrained/"  # ImageNet backbone checkpoints (the `pretrained` channel)
     imports: str = "imports/"        # labeling tools' exports users upload, <imports><name>/
     output: str = "jobs/"            # job outputs: model.tar.gz, output.tar.gz
+    mlflow: str = "mlflow/"          # the MLflow tracking server's artifact store (maskrcnn:mlflow)
     checkpoints: str = "checkpoints/"  # one folder per training run, synced by SageMaker
     samples: str = "samples/"        # images users upload for inference.ipynb to send to an endpoint
 
@@ -243,6 +250,14 @@ class DeploymentConfig(BaseModel):
     notification_topic_arn: _unset_or(_checked(
         Text, SNS_TOPIC_ARN, "the ARN of an existing standard SNS topic "
                              "(arn:aws:sns:<region>:<account>:<name>, not a .fifo topic)")) = None
+    # Experiment tracking: "tracking-server" deploys a SageMaker managed MLflow tracking server
+    # (stacks/experiments.py) that training jobs log to unless launched with --no-mlflow; it bills
+    # by the hour while it runs, whatever its use (docs/experiments.md: its cost, Stop/Start).
+    mlflow: _checked(Text, lambda mode: mode in MLFLOW_MODES,
+                     f"one of {', '.join(MLFLOW_MODES)}") = "off"
+    mlflow_size: _checked(Text, lambda size: size in MLFLOW_SIZES,
+                          f"one of {', '.join(MLFLOW_SIZES)} (AWS: up to 25, 50, 100 users)"
+                          ) = "Small"
     # Pipeline (CDK Pipelines), off unless enabled. Each value given is checked, enabled or not.
     pipeline_enabled: Bool = False
     pipeline_connection_arn: _unset_or(_checked(Text, CONNECTION_ARN, CONNECTION)) = None
@@ -274,6 +289,10 @@ class DeploymentConfig(BaseModel):
         job whose channels come from a file system."""
         return ((self.datasets_prefix, self.datasets_path),
                 (self.bucket.pretrained, self.pretrained_path))
+
+    @property
+    def mlflow_enabled(self) -> bool:
+        return self.mlflow != "off"
 
     @property
     def ssm_path(self) -> str:
@@ -374,6 +393,10 @@ class DeploymentConfig(BaseModel):
             yield ("notification_topic_arn", self.notification_topic_arn,
                    f"a topic in {region}, the region deployed to: EventBridge rules publish only "
                    "to topics in their own region")
+        if self.mlflow == "off" and "mlflow_size" in self.model_fields_set:
+            # Ignored without a tracking server: refused rather than dropped.
+            yield ("mlflow_size", self.mlflow_size,
+                   "unset unless maskrcnn:mlflow is tracking-server")
         yield from self._git_rules()
         yield from self._pipeline_rules()
 

@@ -14,6 +14,7 @@ from aws_cdk import Stack, Stage, Tags
 from constructs import Construct
 
 from stacks.config import DeploymentConfig
+from stacks.experiments import ExperimentTracking
 from stacks.key import deployment_key
 from stacks.monitoring import Monitoring
 from stacks.network import Network
@@ -24,8 +25,9 @@ from stacks.training import Training
 
 
 class DeploymentStack(Stack):
-    """Network -> storage -> monitoring -> registry -> training -> notebook, sharing one customer managed
-    key (the notification topic has its own, stacks/monitoring.py)."""
+    """Network -> storage -> monitoring -> registry -> (experiment tracking) -> training ->
+    notebook, sharing one customer managed key (the notification topic has its own,
+    stacks/monitoring.py)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig,
                  **kwargs) -> None:
@@ -35,12 +37,16 @@ class DeploymentStack(Stack):
         self.storage = Storage(self, "Storage", config=config, network=self.network, key=key)
         self.monitoring = Monitoring(self, "Monitoring", config=config)
         self.registry = ModelRegistry(self, "Registry", config=config)
+        self.experiments = (ExperimentTracking(self, "Experiments", config=config,
+                                               network=self.network, storage=self.storage)
+                            if config.mlflow_enabled else None)
         self.training = Training(self, "Training", config=config, network=self.network,
                                  storage=self.storage, monitoring=self.monitoring,
-                                 registry=self.registry)
+                                 registry=self.registry, experiments=self.experiments)
         self.notebook = Notebook(self, "Notebook", config=config, network=self.network,
                                  storage=self.storage, training=self.training,
-                                 monitoring=self.monitoring, registry=self.registry)
+                                 monitoring=self.monitoring, registry=self.registry,
+                                 experiments=self.experiments)
         Tags.of(self).add("project", "maskrcnn-sagemaker")
         Tags.of(self).add("deployment", config.deployment_name)
 

@@ -21,6 +21,7 @@ from constructs import Construct
 from maskrcnn_contract import job_io, model_registry
 
 from stacks.config import DeploymentConfig
+from stacks.experiments import ExperimentTracking
 from stacks.outputs import console_domain, output
 from stacks.nag import acknowledge
 from stacks.permissions import bucket_prefixes, log_group_arn, policy
@@ -55,7 +56,8 @@ class Notebook(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig,
                  network: Network, storage: Storage, training: Training,
-                 monitoring: Monitoring, registry: ModelRegistry) -> None:
+                 monitoring: Monitoring, registry: ModelRegistry,
+                 experiments: ExperimentTracking | None = None) -> None:
         super().__init__(scope, construct_id)
         self.config = config
         self._stack = Stack.of(self)
@@ -72,6 +74,8 @@ class Notebook(Construct):
         self._grant_deploying(network, training)
         self._grant_idle_alarms(training, monitoring)
         self._grant_registering(registry)
+        if experiments is not None:  # the MLflow UI, read only, and Stop/Start of the server
+            experiments.grant_viewing(self, self.role)
         self._grant_data_access(storage)
         mirror = None if config.nat_gateways else self._pypi_mirror(config, storage.data_key)
         own_resources = [iam.PolicyStatement(

@@ -3,7 +3,7 @@
 Three roles, each with only what its job does:
 - the training role reads the datasets and pretrained prefixes and writes outputs and checkpoints
   (whose write includes reading them back: resume, and an earlier run's checkpoints it fine-tunes
-  from);
+  from), and with maskrcnn:mlflow logs its runs to the tracking server (stacks/experiments.py);
 - the staging role (the job that downloads COCO 2017 or converts an uploaded export) reads the
   imports prefix and writes the datasets and pretrained prefixes.
 Both pull the training image, write their job's logs and metrics, and attach to the VPC.
@@ -25,6 +25,7 @@ from maskrcnn_contract import ssm
 
 from stacks import dlc
 from stacks.config import DeploymentConfig
+from stacks.experiments import ExperimentTracking
 from stacks.monitoring import Monitoring
 from stacks.outputs import output
 from stacks.network import Network
@@ -44,7 +45,7 @@ class Training(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig,
                  network: Network, storage: Storage, monitoring: Monitoring,
-                 registry: ModelRegistry) -> None:
+                 registry: ModelRegistry, experiments: ExperimentTracking | None = None) -> None:
         super().__init__(scope, construct_id)
         self.config = config
         self._stack = Stack.of(self)
@@ -63,6 +64,8 @@ class Training(Construct):
                         read=[layout.datasets, layout.pretrained],
                         write=[layout.output, layout.checkpoints])
         self._allow_file_systems(self.training_role, storage)
+        if experiments is not None:
+            experiments.grant_logging(self, self.training_role)
 
         self.staging_role = self._job_role("StagingRole", "the dataset staging job", network)
         # The staging job reads the users' exports, writes every dataset, and also uploads the
@@ -74,7 +77,8 @@ class Training(Construct):
         self.dlc = dlc.RegionalRegistry(self, "DlcRegistry")
         self.model_role = self._model_role(network, storage)
 
-        self.parameters = self._publish_parameters(network, storage, monitoring, registry)
+        self.parameters = self._publish_parameters(network, storage, monitoring, registry,
+                                                   experiments)
         output(self, "ParameterPath", config.ssm_path,
                   description="SSM path holding every value a training-job launcher needs")
         output(self, "TrainingImageUri", self.image.image_uri)
@@ -219,8 +223,9 @@ class Training(Construct):
         policy(self, "JobRoleFileSystems", role, statements)
 
     def _publish_parameters(self, network: Network, storage: Storage,
-                            monitoring: Monitoring,
-                            registry: ModelRegistry) -> dict[str, aws_ssm.StringParameter]:
+                            monitoring: Monitoring, registry: ModelRegistry,
+                            experiments: ExperimentTracking | None
+                            ) -> dict[str, aws_ssm.StringParameter]:
         """Everything a launcher needs, under one path: no stack outputs to copy by hand. The
         names are the contract's (maskrcnn_contract.ssm), which the launcher reads."""
         subnets = network.private.subnet_ids
@@ -261,6 +266,9 @@ class Training(Construct):
                 "fsx-datasets-path": storage.fsx.datasets_path,
                 "fsx-pretrained-path": storage.fsx.pretrained_path,
             })
+        if experiments is not None:
+            names += ssm.MLFLOW
+            values["mlflow-tracking-server-arn"] = experiments.server_arn
         extra = set(values) - set(names)
         if extra:
             raise ValueError(f"SSM parameters {sorted(extra)} are not in maskrcnn_contract.ssm")
@@ -275,5 +283,7 @@ class Training(Construct):
         }
         # The name is a plain string: the parameter is published once the group exists.
         parameters["model-package-group"].node.add_dependency(registry.group)
+        if experiments is not None:  # likewise the tracking server's ARN
+            parameters["mlflow-tracking-server-arn"].node.add_dependency(experiments.server)
         return parameters
 

@@ -11,6 +11,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # test_toolkit_distribution.py, 2026-11-23; not diagnosed), and `--dist loadgroup` cannot group
 # under pytest 9 (xdist 3.8 rewrites `item._nodeid`, which pytest 9 no longer reads).
 
+# What each test costs in CPU seconds, printed at the end (tests/cpu_time.py).
+pytest_plugins = ["tests.cpu_time"]
+
 # The IAM evaluation of the AWS calls of tests marked `iam_role` (tests/iam/plugin.py).
 from tests.iam.plugin import (_iam_recording, iam_published, iam_template,  # noqa: E402,F401
                               pytest_configure, pytest_runtest_call)

@@ -12,5 +12,7 @@ side imports the same definition:
 - `s3_objects`: S3 URIs split, and whether an object (a completeness marker) exists;
 - `palette`: the colour of each category wherever instances are drawn;
 - `evaluation_report`: the evaluation report's file, its places in the job's output and model,
-  and its printed table.
+  and its printed table;
+- `tracking`: experiment tracking with MLflow: the environment variables a launch sets, the
+  tracking server's ARN and name, the experiment name's rule.
 """

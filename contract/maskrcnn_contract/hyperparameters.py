@@ -12,7 +12,7 @@ import json
 import math
 from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
-from maskrcnn_contract import metrics
+from maskrcnn_contract import job_io, metrics
 
 BACKBONES = ("resnet18", "resnet34", "resnet50", "resnet101")
 MODEL_PRESETS = ("standard", "compact")
@@ -21,7 +21,7 @@ DISTRIBUTIONS = ("horovod", "multi_worker_mirrored", "parameter_server")
 
 # Hyperparameters that SageMaker and its training toolkit add themselves; they are not ours to
 # validate, and the toolkit's MPI runner consumes them before our program starts.
-PLATFORM_PREFIXES = ("sagemaker_", "_tuning_objective_metric")
+PLATFORM_PREFIXES = ("sagemaker_", job_io.TUNING_OBJECTIVE_METRIC)
 
 
 class HyperparameterError(ValueError):
@@ -84,6 +84,10 @@ class Hyperparameters:
         "steps per epoch); 0: only at the end.", minimum=0.0)
     eval_max_images: int = _field(0, "Evaluate on at most this many val images; 0: all.",
                                   minimum=0)
+    validation_losses: bool = _field(
+        True, "At each evaluation, also the training losses on the val images (the eval/*loss "
+        "metric lines): a second pass over them, in training mode without a gradient. false: "
+        "the AP only; refused with an `objective_metric` that is a loss.")
     checkpoint_every_steps: int = _field(
         1000, "Checkpoint period in steps: a spot interruption loses at most this much work.",
         minimum=1)
@@ -194,6 +198,10 @@ def parse(raw: Mapping[str, Any]) -> Hyperparameters:
         raise HyperparameterError(
             f"hyperparameter lr_decay_epochs={hps.lr_decay_epochs!r}: epochs must be positive "
             "and increasing")
+    if not hps.validation_losses and hps.objective_metric in metrics.VALIDATION_LOSS_METRICS:
+        raise HyperparameterError(
+            f"hyperparameter objective_metric={hps.objective_metric!r} is a validation loss, and "
+            "validation_losses=false computes none: set validation_losses=true or pick an AP")
     if decay and decay[-1] >= hps.epochs:
         # A drop at or past the end of training would never happen (with max_steps, the drops
         # are placed at their fraction of `epochs`, so the same rule holds).

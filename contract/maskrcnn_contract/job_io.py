@@ -1,6 +1,7 @@
 """Where a job's inputs and outputs are, as both the job and the launcher must name them."""
 
 import re
+from typing import Mapping, Optional
 
 # Input channels of the training job (training_code/README.md, "Data layout").
 TRAIN_CHANNEL = "train"            # the dataset: tfrecords/, annotations/, dataset_info.json
@@ -125,6 +126,35 @@ PARAMETER_SERVER_TOOLKIT_FLAG = "sagemaker_parameter_server_enabled"
 # and name): what the launcher refuses, since this job uses neither.
 DATA_PARALLEL_PREFIX = "sagemaker_distributed_dataparallel_"
 DISTRIBUTION_INSTANCE_GROUPS = "sagemaker_distribution_instance_groups"
+# What SageMaker adds to the hyperparameters of each training job a tuning job starts: the
+# objective's metric name (docs/aws-rules.md TUN-3).
+TUNING_OBJECTIVE_METRIC = "_tuning_objective_metric"        # params.TUNING_METRIC_PARAM
+# The environment variable SageMaker sets to the training job's name in its containers (SM-17),
+# which the toolkit's environment reads as `job_name`.
+TRAINING_JOB_NAME_ENV = "TRAINING_JOB_NAME"                 # params.TRAINING_JOB_ENV
+# CreateTrainingJob TrainingJobName (botocore's model).
+TRAINING_JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+
+
+def own_checkpoints(shared: str, hyperparameters: Mapping[str, object],
+                    job_name: Optional[str]) -> str:
+    """Where a training job keeps everything it writes beside its checkpoints (ckpt-N, best/,
+    RUN_INFO) within its CheckpointConfig location `shared`, the LocalPath in the container or the
+    S3Uri: `shared` itself for a launch (every job of a run resumes the run's checkpoints), and
+    `<shared>/<job name>` for a tuning job's candidate, which SageMaker starts with the one
+    CheckpointConfig of the tuning job's definition, the same for every candidate: each resumes
+    its own only (docs/aws-rules.md TUN-6). A candidate is known as the training toolkit knows
+    it, by TUNING_OBJECTIVE_METRIC among its hyperparameters. The result ends with '/' when
+    `shared` does (an S3 prefix). ValueError when a candidate's `job_name` is not a training
+    job's name."""
+    if TUNING_OBJECTIVE_METRIC not in hyperparameters:
+        return shared
+    if not isinstance(job_name, str) or not TRAINING_JOB_NAME.match(job_name):
+        raise ValueError(
+            f"a tuning job's candidate ({TUNING_OBJECTIVE_METRIC} among its hyperparameters) "
+            f"keeps its checkpoints below its training job's name, and {TRAINING_JOB_NAME_ENV}="
+            f"{job_name!r} is not one (1 to 63 letters, digits and hyphens)")
+    return shared.rstrip("/") + "/" + job_name + ("/" if shared.endswith("/") else "")
 
 
 # The training toolkit's MPI runner (sagemaker-training): one process per GPU on every host.

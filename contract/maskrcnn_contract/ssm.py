@@ -41,7 +41,10 @@ REQUIRED = (
 )
 # Published only when the deployment has FSx for Lustre.
 FSX = ("fsx-id", "fsx-mount-name", "fsx-datasets-path", "fsx-pretrained-path")
-ALL = REQUIRED + FSX
+# Published only with maskrcnn:mlflow=tracking-server: the SageMaker managed MLflow tracking
+# server's ARN, where launches log their runs by default (maskrcnn_contract.tracking).
+MLFLOW = ("mlflow-tracking-server-arn",)
+ALL = REQUIRED + FSX + MLFLOW
 # Values that are comma-separated lists.
 LISTS = ("subnet-ids", "security-group-ids", "datasync-task-arns")
 # Values that are S3 key prefixes ('datasets/': no leading '/', a trailing '/').

@@ -47,6 +47,10 @@ def test_json_file_with_sdk_encoded_strings(tmp_path):
     # A drop at or past the end would never happen: it was dropped without a word.
     ({"epochs": "12", "lr_decay_epochs": "8,12"}, "every drop must come before the end of "
                                                   "training, epochs=12"),
+    # The best checkpoint and early stopping would watch a figure no evaluation computes.
+    ({"validation_losses": "false", "objective_metric": "eval/mask_loss"},
+     "objective_metric='eval/mask_loss' is a validation loss, and validation_losses=false "
+     "computes none"),
 ])
 def test_bad_hyperparameters_name_the_value(raw, message):
     with pytest.raises(HyperparameterError) as error:

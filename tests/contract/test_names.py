@@ -65,6 +65,8 @@ def test_toolkit_names_are_the_installed_toolkits_own():
     assert job_io.MPI_PROCESSES_PER_HOST == params["MPI_PROCESSES_PER_HOST"]
     assert job_io.MPI_CUSTOM_OPTIONS == params["MPI_CUSTOM_OPTIONS"]
     assert job_io.DISTRIBUTION_INSTANCE_GROUPS == params["DISTRIBUTION_INSTANCE_GROUPS"]
+    assert job_io.TUNING_OBJECTIVE_METRIC == params["TUNING_METRIC_PARAM"]
+    assert job_io.TRAINING_JOB_NAME_ENV == params["TRAINING_JOB_ENV"]
     assert params["SMDATAPARALLEL_CUSTOM_MPI_OPTIONS"].startswith(job_io.DATA_PARALLEL_PREFIX)
     assert tensorflow["SAGEMAKER_DISTRIBUTED_DATAPARALLEL_ENABLED"].startswith(
         job_io.DATA_PARALLEL_PREFIX)

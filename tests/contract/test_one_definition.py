@@ -6,6 +6,7 @@ Pure Python: the launcher's plan and init_from, the job's schedule and start-up 
 which imports TensorFlow or talks to AWS."""
 
 import json
+import os
 import types
 
 import pytest
@@ -132,3 +133,41 @@ def test_the_launcher_counts_a_steps_replicas_as_the_jobs_backend(distribution, 
                                                                   count, ranks, replicas):
     options = LaunchOptions(instance_type=instance_type, instance_count=count)
     assert plan.step_replicas(distribution, options, ranks) == replicas
+
+
+def _job_checkpoint_dir(tmp_path, hyperparameters_sent: dict, job_name: str) -> str:
+    """Where the job keeps its checkpoints, as it decides at start (sagemaker_env)."""
+    from maskrcnn_job import sagemaker_env
+
+    config = tmp_path / "input" / "config"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "hyperparameters.json").write_text(json.dumps(hyperparameters_sent))
+    env = sagemaker_env.load({"OPT_ML_ROOT": str(tmp_path), "TRAINING_JOB_NAME": job_name})
+    return os.path.relpath(sagemaker_env.own_checkpoint_dir(env), env.checkpoint_dir)
+
+
+def _launcher_checkpoint_folder(hyperparameters_sent: dict, job_name: str) -> str:
+    """Where the launcher looks for a finished job's checkpoints (fine-tuning from it), below
+    its CheckpointConfig S3Uri, from its DescribeTrainingJob."""
+    shared = "s3://bucket/checkpoints/maskrcnn-lr-1/"
+    uri = init_from.job_checkpoints({
+        "TrainingJobName": job_name, "HyperParameters": hyperparameters_sent,
+        "CheckpointConfig": {"S3Uri": shared, "LocalPath": job_io.CHECKPOINT_LOCAL_PATH}})
+    return os.path.relpath(uri, shared)
+
+
+def test_where_a_job_keeps_its_checkpoints_is_the_contracts_on_both_sides(monkeypatch, tmp_path):
+    """A tuning job's candidate writes its checkpoints below its job name in the directory its
+    candidates share, and the launcher fine-tunes from that folder; a launch keeps them in the
+    run's. Both sides by job_io.own_checkpoints: replaced by another rule, both follow it."""
+    candidate = {"max_steps": "10", job_io.TUNING_OBJECTIVE_METRIC: "eval/best_objective"}
+    launch = {"max_steps": "10"}
+    name = "maskrcnn-lr-1-002-0e830ada"
+    for sent, folder in ((candidate, name), (launch, ".")):
+        assert _job_checkpoint_dir(tmp_path, sent, name) == folder
+        assert _launcher_checkpoint_folder(sent, name) == folder
+    monkeypatch.setattr(job_io, "own_checkpoints",
+                        lambda shared, hps, job: shared.rstrip("/") + "/the-contracts-rule/")
+    for sent in (candidate, launch):
+        assert _job_checkpoint_dir(tmp_path, sent, name) == "the-contracts-rule"
+        assert _launcher_checkpoint_folder(sent, name) == "the-contracts-rule"

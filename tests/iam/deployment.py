@@ -49,20 +49,24 @@ STAND_INS = {
     "inference-image-gpu-uri": dlc.inference_image(REGION, "gpu"),
     "inference-image-cpu-uri": dlc.inference_image(REGION, "cpu"),
     "model-package-group": f"{DEPLOYMENT_NAME}-models",
+    "mlflow-tracking-server-arn": (f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:mlflow-tracking-server/"
+                                   f"{DEPLOYMENT_NAME}-mlflow"),
 }
 STAND_IN_VPC = "vpc-00000000000000001"
 
 
 def synthesize(outdir: Path) -> dict:
-    """The deployment stack's template of an app deployed as DEPLOYMENT_NAME in REGION (the
-    cdk.json context otherwise), as tests/infra/conftest.py synthesizes its apps."""
+    """The deployment stack's template of an app deployed as DEPLOYMENT_NAME in REGION with the
+    MLflow tracking server (the cdk.json context otherwise), as tests/infra/conftest.py
+    synthesizes its apps."""
     import aws_cdk as cdk
 
     from app import build_app
 
     context = json.loads((ROOT / "cdk.json").read_text())["context"]
     app = cdk.App(context={**context, "maskrcnn:deployment_name": DEPLOYMENT_NAME,
-                           "maskrcnn:region": REGION}, outdir=str(outdir))
+                           "maskrcnn:region": REGION, "maskrcnn:mlflow": "tracking-server"},
+                  outdir=str(outdir))
     build_app(app)
     stacks = {s.stack_name: s.template for s in app.synth().stacks_recursively}
     return stacks[DEPLOYMENT_NAME]

@@ -28,7 +28,8 @@ PIPELINE_CONTEXT = {
 }
 # Every non-default branch at once but the Git repository (an isolated VPC reaches no Git host,
 # see NO_FSX_CONTEXT): a named region whose Deep Learning Containers live in their own registry
-# account, isolated VPC over three AZs, an existing EFS, SCRATCH_2 FSx, an existing SNS topic.
+# account, isolated VPC over three AZs, an existing EFS, SCRATCH_2 FSx, an existing SNS topic, an
+# MLflow tracking server (reached through its interface endpoint only).
 VARIANT_CONTEXT = {
     "maskrcnn:deployment_name": "mrcnn-dev",
     "maskrcnn:region": "eu-south-1",
@@ -38,6 +39,7 @@ VARIANT_CONTEXT = {
     "maskrcnn:fsx_deployment_type": "SCRATCH_2",
     "maskrcnn:fsx_storage_capacity_gib": 2400,
     "maskrcnn:notification_topic_arn": "arn:aws:sns:eu-south-1:123456789012:ml-alerts",
+    "maskrcnn:mlflow": "tracking-server",
 }
 EXISTING_TOPIC = VARIANT_CONTEXT["maskrcnn:notification_topic_arn"]
 # FSx disabled; with NAT, so a Git repository whose secret the stack creates; an email address

@@ -159,7 +159,9 @@ def test_isolated_vpc_reaches_every_api_data_preparation_calls_and_a_pypi_mirror
     isolated = " ".join(endpoints(variant_app))
     for short in ("datasync", "fsx", "monitoring", "codeartifact.api", "codeartifact.repositories"):
         assert f".{short}" in isolated, short
-    assert len(endpoints(variant_app)) == len(endpoints(default_app)) + len(ISOLATED_INTERFACE_ENDPOINTS)
+    # And the MLflow tracking server's, which the variant has (MLF-2).
+    assert len(endpoints(variant_app)) == len(endpoints(default_app)) + len(
+        ISOLATED_INTERFACE_ENDPOINTS) + 1
     repository = only(variant_app.deployment, "AWS::CodeArtifact::Repository")[1]["Properties"]
     assert repository["ExternalConnections"] == ["public:pypi"]
     assert {"codeartifact:GetAuthorizationToken", "codeartifact:ReadFromRepository",

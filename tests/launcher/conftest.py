@@ -117,6 +117,10 @@ def _seed(aws: FakeAws) -> dict:
         "inference-image-cpu-uri": INFERENCE_IMAGES["cpu"],
         "notification-topic-arn": topic,
         "model-package-group": f"{JOB_PREFIX}-models",
+        # The fake deployment has the MLflow tracking server (moto has no MLflow API): launches
+        # log to it unless told not to (notebooks/maskrcnn_launcher/training/tracking.py).
+        "mlflow-tracking-server-arn": (f"arn:aws:sagemaker:{REGION}:123456789012:"
+                                       f"mlflow-tracking-server/{JOB_PREFIX}-mlflow"),
     }
     # Seeded from the contract's list: a parameter added there without a value here fails here.
     values = {name: published[name] for name in ssm.ALL}

@@ -1,22 +1,17 @@
-"""The CLI against the local AWS, as a pipeline would run it, and its validation errors."""
+"""The CLI against the local AWS, as a pipeline would run it, and its validation errors (commands
+forked from a process that imported the CLI's libraries, tests/launcher/cli.py; one in a fresh
+interpreter)."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-from tests.launcher.conftest import (INFERENCE_IMAGES, JOB_PREFIX, NOTEBOOKS,
+from tests.launcher.cli import cli, cli_process
+from tests.launcher.conftest import (INFERENCE_IMAGES, JOB_PREFIX,
                                      completed_training_job)
 from tests.launcher.expectations import assert_training_request
 from tests.launcher.fake_aws import INVOCATION_ANSWER
 
-
-def cli(fake_aws, *args):
-    env = dict(os.environ, **fake_aws.environment)
-    return subprocess.run([sys.executable, "-m", "maskrcnn_launcher", *args], cwd=NOTEBOOKS,
-                          env=env, capture_output=True, text=True, timeout=120)
 
 
 def test_launch_sends_the_request_and_follows_the_job(fake_aws):
@@ -54,7 +49,9 @@ def test_an_s3_launch_copies_when_asked_and_a_warm_pool_is_an_option(fake_aws):
 
 def test_dry_run_prints_the_request_as_it_would_be_sent_and_sends_nothing(fake_aws):
     before = len(fake_aws.requests_since(0))
-    result = cli(fake_aws, "launch", "--data-source", "fsx", "--run-name", "trial-2", "--dry-run")
+    # A fresh interpreter: the entry point itself, as a pipeline starts it.
+    result = cli_process(fake_aws, "launch", "--data-source", "fsx", "--run-name", "trial-2",
+                         "--dry-run")
     assert result.returncode == 0, result.stderr
     request = json.loads(result.stdout)
     assert fake_aws.requests_since(before) == []

@@ -13,7 +13,7 @@ from maskrcnn_launcher.training.options import LaunchRequestError
 
 from tests.launcher.conftest import BUCKET, FSX_MOUNT_NAME, shared_boto_session
 from tests.launcher.fake_aws import STAGED_INFO
-from tests.launcher.test_cli import cli
+from tests.launcher.cli import cli
 from tests.launcher.test_validation import sent
 
 

@@ -4,24 +4,18 @@ every call is checked against its IAM policy, tests/iam), printed by the CLI."""
 import io
 import json
 import os
-import subprocess
-import sys
 import tarfile
 
 import pytest
 from maskrcnn_contract import evaluation_report as contract
 
-from tests.launcher.conftest import (BUCKET, JOB_PREFIX, NOTEBOOKS, completed_training_job,
+from tests.launcher.cli import cli
+from tests.launcher.conftest import (BUCKET, JOB_PREFIX, completed_training_job,
                                      model_key, shared_boto_session)
 from tests.launcher.fake_aws import FAKE_PNG, FAKE_REPORT
 
 PICTURES = sorted(contract.picture_names(FAKE_REPORT).values())
 
-
-def cli(fake_aws, *args):
-    env = dict(os.environ, **fake_aws.environment)
-    return subprocess.run([sys.executable, "-m", "maskrcnn_launcher", *args], cwd=NOTEBOOKS,
-                          env=env, capture_output=True, text=True, timeout=120)
 
 
 def test_fetch_writes_the_report_and_its_pictures_and_nothing_else_of_the_model(

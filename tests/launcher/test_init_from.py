@@ -14,7 +14,7 @@ from maskrcnn_launcher.training import init_from
 from maskrcnn_launcher.training.options import LaunchRequestError
 
 from tests.launcher.conftest import BUCKET, JOB_PREFIX, completed_training_job
-from tests.launcher.test_cli import cli
+from tests.launcher.cli import cli
 from tests.launcher.test_datasets import stage
 from tests.launcher.test_validation import sent
 
@@ -184,3 +184,40 @@ def test_the_launch_notebook_fine_tunes_on_a_dataset_by_name(fake_aws):
     with pytest.raises(Exception, match="cannot fine-tune .*does not exist in eu-west-2"):
         execute("mask-rcnn-efs.ipynb", {"INIT_FROM": f"{JOB_PREFIX}-nothing-20260101000000"})
     assert len(fake_aws.requests_since(before)) == 1
+
+
+def test_a_candidate_is_fine_tuned_from_below_its_job_name_and_a_tuning_job_from_its_best(
+        fake_aws, deployment, capsys):
+    """TUN-6: a tuning job's candidates share its CheckpointConfig S3Uri and each keeps its
+    checkpoints below its training job's name there. Named by its job, a candidate's are read
+    there, not in the shared prefix (where a launch of the same run keeps its own, of another
+    backbone here) nor another candidate's; named by the tuning job, its best candidate's."""
+    from maskrcnn_launcher.runs import lookup
+    from maskrcnn_launcher.training import tuning
+    from maskrcnn_launcher.training.options import LaunchOptions
+
+    from tests.launcher.conftest import shared_boto_session
+
+    built = tuning.tuning_job(deployment, LaunchOptions(data_source="fsx", run_name="tune-ft"),
+                              tuning.TuningOptions(), shared_boto_session(), echo=lambda line: None)
+    name = tuning.send(built, deployment,
+                       fake_aws.client("sagemaker"))["HyperParameterTuningJobName"]
+    shared = f"checkpoints/{JOB_PREFIX}-tune-ft/"
+    best = lookup.best_candidate(fake_aws.client("sagemaker").describe_hyper_parameter_tuning_job(
+        HyperParameterTuningJobName=name), AssertionError)
+    others = [c["TrainingJobName"] for c in fake_aws.tuning_candidates[name]
+              if c["TrainingJobName"] != best]
+    s3 = fake_aws.client("s3")
+    for folder, run_info in ((f"{shared}{best}/", COCO_RUN_INFO),
+                             (f"{shared}{others[0]}/", dict(COCO_RUN_INFO, model_preset="compact")),
+                             (shared, dict(COCO_RUN_INFO, backbone="resnet101"))):
+        for file in ("ckpt-900.index", "ckpt-900.data-00000-of-00001"):
+            s3.put_object(Bucket=BUCKET, Key=folder + file, Body=b"x")
+        s3.put_object(Bucket=BUCKET, Key=folder + job_io.RUN_INFO,
+                      Body=json.dumps(run_info).encode())
+    for source in (best, name):
+        request = sent(deployment, data_source="fsx", init_from=source, run_name="from-best")
+        assert channels_of(request)[job_io.INIT_CHANNEL]["S3DataSource"]["S3Uri"] == \
+            f"s3://{BUCKET}/{shared}{best}/", source
+        assert f"fine-tuning from s3://{BUCKET}/{shared}{best}/ (training job {best}, resnet50, " \
+               "standard" in capsys.readouterr().out

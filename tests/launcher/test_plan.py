@@ -11,7 +11,7 @@ from maskrcnn_launcher.training.options import LaunchOptions, LaunchRequestError
 
 from tests.launcher.conftest import BUCKET, JOB_PREFIX, NOTEBOOKS, shared_boto_session
 from tests.launcher.fake_aws import STAGED_INFO
-from tests.launcher.test_cli import cli
+from tests.launcher.cli import cli
 from tests.launcher.test_datasets import stage
 
 

@@ -4,9 +4,6 @@ only an approved version served. Each refusal names what was refused and leaves 
 
 import hashlib
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -14,7 +11,8 @@ from maskrcnn_launcher.runs import evaluation_report, lookup, registry
 from maskrcnn_launcher.serving import endpoint_plan, endpoints
 from maskrcnn_launcher.serving.endpoint_plan import DeployOptions, DeployRequestError
 
-from tests.launcher.conftest import (BUCKET, INFERENCE_IMAGES, JOB_PREFIX, NOTEBOOKS,
+from tests.launcher.cli import cli
+from tests.launcher.conftest import (BUCKET, INFERENCE_IMAGES, JOB_PREFIX,
                                      completed_training_job, model_key, shared_boto_session)
 from tests.launcher.fake_aws import FAKE_REPORT
 
@@ -271,11 +269,6 @@ def test_the_fake_refuses_what_sagemaker_refuses(fake_aws, deployment):
         "ModelPackageSummaryList"] if s["ModelPackageArn"] == arn]
     assert "InferenceSpecification" not in summary and summary["ModelPackageVersion"] >= 1
 
-
-def cli(fake_aws, *args):
-    env = dict(os.environ, **fake_aws.environment)
-    return subprocess.run([sys.executable, "-m", "maskrcnn_launcher", *args], cwd=NOTEBOOKS,
-                          env=env, capture_output=True, text=True, timeout=120)
 
 
 def test_register_approve_models_and_deploy_from_the_command_line(fake_aws):

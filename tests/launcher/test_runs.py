@@ -6,10 +6,7 @@ TensorBoard output: tests/training/test_strategies.py
 
 import io
 import json
-import os
 import struct
-import subprocess
-import sys
 import tarfile
 import uuid
 
@@ -24,7 +21,8 @@ from tensorboard.plugins.scalar import metadata as scalar_metadata
 from tensorboard.summary.writer.record_writer import RecordWriter
 from tensorboard.util import tensor_util
 
-from tests.launcher.conftest import BUCKET, JOB_PREFIX, NOTEBOOKS, model_key, shared_boto_session
+from tests.launcher.cli import cli
+from tests.launcher.conftest import BUCKET, JOB_PREFIX, model_key, shared_boto_session
 from tests.launcher.fake_aws import FAKE_PNG, FAKE_REPORT, model_archive
 from tests.launcher.test_notebooks import execute
 
@@ -32,11 +30,6 @@ from tests.launcher.test_notebooks import execute
 # The fake job's report's mask AP (fake_aws.FAKE_REPORT), which the table shows as its final AP.
 FAKE_MASK_AP = FAKE_REPORT["tasks"]["segm"]["summary"]["AP"]
 
-
-def cli(fake_aws, *args):
-    env = dict(os.environ, **fake_aws.environment)
-    return subprocess.run([sys.executable, "-m", "maskrcnn_launcher", *args], cwd=NOTEBOOKS,
-                          env=env, capture_output=True, text=True, timeout=120)
 
 
 # --- event files --------------------------------------------------------------------------------

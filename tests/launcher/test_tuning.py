@@ -17,7 +17,7 @@ from maskrcnn_launcher.training.options import LaunchOptions, LaunchRequestError
 from tests.launcher import service_model
 from tests.launcher.conftest import BUCKET, JOB_PREFIX, shared_boto_session
 from tests.launcher.fake_aws import TUNING_OBJECTIVE_VALUES
-from tests.launcher.test_cli import cli
+from tests.launcher.cli import cli
 from tests.launcher.test_validation import sent as launch_request
 
 
@@ -48,7 +48,7 @@ def test_the_request_is_the_launchs_plan_searched_and_botocores_model_accepts_it
                             hyperparameters={"objective_metric": "eval/segm_AP"})
     definition = request["TrainingJobDefinition"]
     for key in ("RoleArn", "InputDataConfig", "VpcConfig", "OutputDataConfig", "ResourceConfig",
-                "StoppingCondition"):
+                "StoppingCondition", "CheckpointConfig"):
         assert definition[key] == launch[key], key
     assert definition["AlgorithmSpecification"] == launch["AlgorithmSpecification"]
     static = {k: v for k, v in launch["HyperParameters"].items()
@@ -56,14 +56,56 @@ def test_the_request_is_the_launchs_plan_searched_and_botocores_model_accepts_it
     assert definition["StaticHyperParameters"] == static
     assert static["objective_metric"] == "eval/segm_AP"
     assert static["sagemaker_mpi_enabled"] == "true"  # the distribution's, as a launch sends
-    # What a candidate cannot have (TUN-3): one checkpoint location for all, TensorBoard's upload.
-    assert "CheckpointConfig" not in definition and "TensorBoardOutputConfig" not in definition
+    # The launch's checkpoints, the run's prefix, which every candidate shares and keeps its own
+    # below its name in (TUN-6); what a candidate cannot have (TUN-3): TensorBoard's upload.
+    assert definition["CheckpointConfig"] == {
+        "S3Uri": f"s3://{BUCKET}/checkpoints/{JOB_PREFIX}-tune-1/",
+        "LocalPath": "/opt/ml/checkpoints"}
+    assert "TensorBoardOutputConfig" not in definition
+    assert f"each candidate keeps its checkpoints below its training job's name, s3://{BUCKET}/" \
+           f"checkpoints/{JOB_PREFIX}-tune-1/{JOB_PREFIX}-tune-1-NNN-xxxxxxxx/, and resumes only " \
+           "those after an interruption" in "\n".join(built.notes)
 
 
 def test_a_loss_objective_is_minimized(deployment):
     config = _tuning(deployment, objective="eval/mask_loss").request[
         "HyperParameterTuningJobConfig"]
     assert config["HyperParameterTuningJobObjective"]["Type"] == "Minimize"
+
+
+def test_spot_candidates_wait_as_a_spot_launch_and_resume_their_own_checkpoints(fake_aws,
+                                                                                deployment):
+    """`tune --spot`: the definition is a spot launch's, EnableManagedSpotTraining and
+    StoppingCondition's MaxWaitTimeInSeconds (at least the run: twice it by default) as a launch
+    sends them, with the launch's CheckpointConfig for a candidate restarted after an interruption
+    to resume from (its own, below its name: TUN-6); botocore's model accepts it, and the notebook
+    role may send it (the candidates' reads and writes of the checkpoints as the training role
+    included: tests/iam/implied.py)."""
+    launch = LaunchOptions(data_source="s3", run_name="spot-1", use_spot=True, max_run_hours=24)
+    built = _tuning(deployment, launch)
+    definition = built.request["TrainingJobDefinition"]
+    assert service_model.problems("sagemaker", "CreateHyperParameterTuningJob",
+                                  built.request) == []
+    spot_launch = launch_request(deployment, data_source="s3", run_name="spot-1", use_spot=True,
+                                 max_run_hours=24,
+                                 hyperparameters={"objective_metric": "eval/segm_AP"})
+    assert definition["EnableManagedSpotTraining"] is True
+    assert definition["StoppingCondition"] == spot_launch["StoppingCondition"] == {
+        "MaxRuntimeInSeconds": 24 * 3600, "MaxWaitTimeInSeconds": 48 * 3600}
+    assert definition["CheckpointConfig"] == spot_launch["CheckpointConfig"]
+    assert "managed spot, each waiting at most 48 h for capacity and its run" \
+        in "\n".join(built.notes)
+    candidate = tuning.candidate_request(built.request, tuning.ends(built.request))
+    assert candidate["EnableManagedSpotTraining"] is True
+    assert service_model.problems("sagemaker", "CreateTrainingJob", candidate) == []
+    before = len(fake_aws.create_tuning_job_requests)
+    result = cli(fake_aws, "tune", "--data-source", "s3", "--run-name", "spot-2", "--spot",
+                 "--max-jobs", "2", "--max-parallel-jobs", "1")
+    assert result.returncode == 0, result.stderr
+    sent, = fake_aws.create_tuning_job_requests[before:]
+    assert sent["TrainingJobDefinition"]["EnableManagedSpotTraining"] is True
+    assert sent["TrainingJobDefinition"]["CheckpointConfig"]["S3Uri"] == \
+        f"s3://{BUCKET}/checkpoints/{JOB_PREFIX}-spot-2/"
 
 
 def test_the_fake_sagemaker_refuses_what_botocores_model_refuses(deployment):
@@ -148,13 +190,12 @@ def test_a_training_job_is_still_followed_by_its_name(fake_aws):
 # names every problem of a group at once (the options, then every range), so one call shows many.
 @pytest.mark.parametrize("args, messages", [
     (["--objective", "train/loss", "--max-jobs", "2", "--max-parallel-jobs", "3",
-      "--strategy", "Hyperband", "--early-stopping", "Sometimes", "--spot"],
+      "--strategy", "Hyperband", "--early-stopping", "Sometimes"],
      ["objective 'train/loss' (--objective): expected one of the job's evaluation figures: "
       "eval/bbox_AP",
       "max parallel jobs 3 (--max-parallel-jobs) is above max jobs 2 (--max-jobs)",
       "strategy 'Hyperband' (--strategy): expected one of Bayesian, Random",
-      "early stopping 'Sometimes' (--early-stopping): expected one of Auto, Off",
-      "spot (--spot, use_spot): a tuning job's candidates share the one CheckpointConfig"]),
+      "early stopping 'Sometimes' (--early-stopping): expected one of Auto, Off"]),
     (["--max-jobs", "0", "--objective", "eval/bbox_AP", "--hp", "objective_metric=eval/segm_AP",
       "--keep-alive-seconds", "600"],
      ["max jobs (--max-jobs, max_jobs) 0: expected a whole number, 1 or more",
@@ -229,12 +270,17 @@ def test_a_request_changed_after_it_was_built_is_refused_before_sending(fake_aws
     request["HyperParameterTuningJobConfig"]["HyperParameterTuningJobObjective"]["MetricName"] = \
         "eval/nothing"
     request["TrainingJobDefinition"]["RoleArn"] = "arn:aws:iam::123456789012:role/admin"
+    request["TrainingJobDefinition"]["CheckpointConfig"]["S3Uri"] = \
+        f"s3://{BUCKET}/checkpoints/{JOB_PREFIX}-another-run/"
     before = len(fake_aws.create_tuning_job_requests)
     with pytest.raises(LaunchRequestError) as error:
         tuning.send(tuning.Tuning(request, built.plan, ()), deployment,
                     fake_aws.client("sagemaker"))
     for problem in ("MaxParallelTrainingJobs 3 is above MaxNumberOfTrainingJobs 2",
                     "objective 'eval/nothing' is not one of the definition's MetricDefinitions",
-                    "is not the deployment's tuning candidate role"):
+                    "is not the deployment's tuning candidate role",
+                    f"CheckpointConfig {{'S3Uri': 's3://{BUCKET}/checkpoints/{JOB_PREFIX}-another-"
+                    f"run/', 'LocalPath': '/opt/ml/checkpoints'}}: expected {{'S3Uri': 's3://"
+                    f"{BUCKET}/checkpoints/{JOB_PREFIX}-tune-1/'"):
         assert problem in str(error.value)
     assert fake_aws.create_tuning_job_requests[before:] == []

@@ -272,7 +272,8 @@ def test_the_launch_says_what_the_job_trains_from(deployment):
                      "batch norm:   frozen",
                      "distribution: horovod, 8 ranks per host (one per GPU) on 2 x ml.p4d.24xlarge",
                      f"tensorboard:  s3://{BUCKET}/jobs/tensorboard/{run}/ (uploaded while the "
-                     "job runs)"]
+                     "job runs)",
+                     f"mlflow:       experiment 'coco2017' on {deployment.mlflow_tracking_server_arn}"]
 
 
 # Distribution: what each strategy sends, and every combination refused before sending.

@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 
 from maskrcnn_launcher.training import warm_pools
 from tests.launcher.conftest import JOB_PREFIX, completed_training_job, shared_boto_session
-from tests.launcher.test_cli import cli
+from tests.launcher.cli import cli
 from tests.launcher.test_validation import sent
 
 RELEASE = {"KeepAlivePeriodInSeconds": 0}

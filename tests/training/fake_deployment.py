@@ -25,6 +25,25 @@ from tests.iam.deployment import BUCKET, REGION, SSM_PATH
 REPO = Path(__file__).resolve().parents[2]
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                "AWS_SESSION_TOKEN": "testing"}
+# The fake deployment has an MLflow tracking server (its ARN in SSM), which the emulated hosts
+# cannot reach: the played runs log none (--no-mlflow). test_evaluation_job.py's run logs to a
+# real server; test_tracking.py has the image's client log to one by its ARN.
+LOG_TO_MLFLOW = False
+
+
+@contextlib.contextmanager
+def environment_set(values: Dict[str, str]) -> Iterator[None]:
+    """This process's environment with `values` for the block, restored afterwards."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 class FakeDeployment:
@@ -61,21 +80,10 @@ class FakeDeployment:
                 "AWS_SHARED_CREDENTIALS_FILE": "/dev/null", "MASKRCNN_SSM_PATH": SSM_PATH,
                 **CREDENTIALS}
 
-    @contextlib.contextmanager
-    def _environment(self) -> Iterator[None]:
+    def _environment(self):
         """The launcher's SDK session pointed at this server, the process environment restored
         afterwards (the launcher tests' server may be the one it names otherwise)."""
-        values = self.environment()
-        saved = {name: os.environ.get(name) for name in values}
-        os.environ.update(values)
-        try:
-            yield
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+        return environment_set(self.environment())
 
     def _send(self, build) -> dict:
         import boto3
@@ -98,7 +106,7 @@ class FakeDeployment:
             data_source=data_source, instance_type="ml.m5.xlarge", instance_count=instance_count,
             distribution=distribution, processes_per_host=1 if distribution == "horovod" else None,
             hyperparameters=dict(hyperparameters), use_pretrained=False, max_run_hours=1.0,
-            run_name=f"{data_source}-{distribution.replace('_', '-')}")
+            run_name=f"{data_source}-{distribution.replace('_', '-')}", mlflow=LOG_TO_MLFLOW)
         return self._send(lambda deployment, session: jobs.training_job(
             deployment, options, session, echo=lambda line: None))
 
@@ -120,7 +128,7 @@ class FakeDeployment:
             data_source=data_source, instance_type="ml.m5.xlarge", instance_count=instance_count,
             distribution=distribution, processes_per_host=1 if distribution == "horovod" else None,
             hyperparameters=static, use_pretrained=False, max_run_hours=1.0,
-            run_name=f"{data_source}-{distribution.replace('_', '-')}")
+            run_name=f"{data_source}-{distribution.replace('_', '-')}", mlflow=LOG_TO_MLFLOW)
         search = tuning.TuningOptions(ranges=(tuning.Range(
             tuned, repr(value / 3), repr(value * 3), tuning.LOGARITHMIC),))
         with self._environment():

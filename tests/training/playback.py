@@ -35,7 +35,11 @@ TINY = ["--train-images", "16", "--val-images", "8", "--image-size", "64",
         "--hp", "eval_every_epochs=0", "--hp", "warmup_steps=5", "--hp", "lr_decay_epochs=",
         # The demo's rate is tuned for 1200 steps on 400 images; these runs of 20 to 200 steps on
         # 16 images assert that the loss falls, calibrated at this one.
-        "--hp", "base_learning_rate=0.01"]
+        "--hp", "base_learning_rate=0.01",
+        # Tracing the validation losses' step costs every evaluating rank ~10-15 s of CPU; the
+        # runs that check them (test_evaluation_job.py, test_batch_norm.py, test_stall.py's
+        # evaluation phase) do not use these settings or set it back.
+        "--hp", "validation_losses=false"]
 # The file systems' directories as a deployment lays them out (tests/launcher/conftest.py).
 DATA_PATH = "datasets/coco2017"
 
@@ -97,13 +101,15 @@ class Run:
 
 def play_training(fake, work, distribution: str, data_source: str, max_steps: int,
                   on_line: Optional[Callable[[str], None]] = None, timeout: float = 1200,
-                  tuning_candidate: bool = False) -> Run:
+                  tuning_candidate: bool = False,
+                  hyperparameters: Optional[dict] = None) -> Run:
     """The launcher's request for `distribution` from `data_source`, played on 2 emulated hosts
     in `work` (the layout local_run's emulated hosts use: a later local_run --resume there
     resumes it). The bucket gets the dataset either way (the launcher checks it there); EFS and
     FSx are directories of `work` holding the same files at the deployment's paths. With
     `tuning_candidate`, the request is a candidate of the launcher's tuning job for the same launch
-    (its base_learning_rate searched), as SageMaker starts it (FakeDeployment.tuning_candidate)."""
+    (its base_learning_rate searched), as SageMaker starts it (FakeDeployment.tuning_candidate).
+    `hyperparameters`: values over TINY's."""
     channel = prepare_dataset(work)
     fake.put_directory(channel, DATA_PATH + "/")
     systems = {}
@@ -115,7 +121,8 @@ def play_training(fake, work, distribution: str, data_source: str, max_steps: in
         systems[system_id] = sagemaker_job.FileSystem(
             root, fake.parameters["fsx-mount-name"] if data_source == "fsx" else None)
     build = fake.tuning_candidate if tuning_candidate else fake.training_request
-    request = build(distribution, data_source, tiny_hyperparameters(max_steps=max_steps))
+    request = build(distribution, data_source,
+                    tiny_hyperparameters(max_steps=max_steps, **(hyperparameters or {})))
     output = Output(on_line)
     recording = PlayedJob(request, str(work), fake.iam_published)
     started = time.time()

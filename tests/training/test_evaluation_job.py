@@ -9,9 +9,12 @@ report of each evaluation under <SM_OUTPUT_DATA_DIR>/evaluation/step-<N>/, the b
 the model (<SM_MODEL_DIR>/code/evaluation/), its TensorBoard summaries and metric lines (the
 validation losses among them), what local_run prints, and predict --annotations' report of its
 images, whose per-class figures are held to pycocotools' COCOeval restricted to each class on
-the model's own detections. Its own run (~3 min
-here): test_job.py's end-to-end run on 2 emulated hosts writes the same report through the same
-code, on the chief. The run is started through benchmarks/demo_accuracy.py, and the other
+the model's own detections. The run logs to a real MLflow tracking server as a launch names the
+deployment's (local_run --mlflow-tracking-uri; tests/training/mlflow_server.py), its artifact
+store in the fake deployment's bucket on a moto server, and is read back: params, metric
+history, report and SavedModel, and the job's S3 uploads evaluated against the training role.
+Its own run (~3 min here): test_job.py's end-to-end run on 2 emulated hosts writes the same
+report through the same code, on the chief. The run is started through benchmarks/demo_accuracy.py, and the other
 benchmark scripts of `make bench` run their --smoke paths beside it, rendered by report.py: a
 broken benchmark fails here, not first in `make bench`.
 """
@@ -27,7 +30,7 @@ import sys
 import pytest
 from PIL import Image
 
-from maskrcnn_contract import metrics
+from maskrcnn_contract import hyperparameters, metrics
 
 from maskrcnn_job.evaluation import report
 
@@ -44,25 +47,50 @@ BEST_STEP, STOP_STEP = 1, 2
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BENCH = os.path.join(REPO, "benchmarks")
+# The run's MLflow experiment, and where the tracking server keeps its artifacts: the
+# deployment's artifact store (stacks/experiments.py), in the fake deployment's bucket.
+EXPERIMENT = "evaluation-run"
+ARTIFACT_PREFIX = "mlflow/"
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """The run, started as `make bench` starts the demo's (benchmarks/demo_accuracy.py, once,
-    with this run's arguments): its smoke run too."""
+    with this run's arguments): its smoke run too. It logs to a real MLflow server, whose
+    artifact store is the fake deployment's bucket in a moto server; the job's AWS calls are
+    recorded to be evaluated against the training role."""
+    from tests.iam.plugin import PlayedJob
+    from tests.training import fake_deployment, mlflow_server
+
     work = tmp_path_factory.mktemp("evaluation-run")
     results = work / "bench-results"
-    command = [sys.executable, os.path.join(BENCH, "demo_accuracy.py"), "--repeats", "1",
-               "--work-dir", str(work), "--results-dir", str(results), "--", *RUN,
-               "--timeout", "1400"]  # past a hang, not past make test's load (901 s seen)
-    done = subprocess.run(command, capture_output=True, text=True, timeout=1500)
-    log, errors = work / "local_run.log", work / "local_run.stderr.log"
-    assert done.returncode == 0, (done.stdout[-3000:] + done.stderr[-3000:]
-                                  + (log.read_text()[-5000:] if log.exists() else "")
-                                  + (errors.read_text()[-3000:] if errors.exists() else ""))
-    # What local_run printed on stdout (demo_accuracy.py keeps it in local_run.log).
-    return {"work": work, "stdout": log.read_text(), "opt_ml": work / "opt_ml",
-            "results": results}
+    with fake_deployment.running() as deployment:
+        # The job's S3 client as on SageMaker (no AWS_ENDPOINT_URL), pointed at moto by MLflow's
+        # own setting; the server gets the same, as the managed one has its role.
+        s3 = {**fake_deployment.CREDENTIALS, "AWS_DEFAULT_REGION": deployment.region,
+              "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+              "MLFLOW_S3_ENDPOINT_URL": deployment.endpoint}
+        with mlflow_server.running(str(work / "mlflow"), f"s3://{deployment.bucket}/"
+                                   f"{ARTIFACT_PREFIX}", s3) as server:
+            recording = PlayedJob({"TrainingJobName": "local-run",
+                                   "RoleArn": deployment.parameters["training-role-arn"]},
+                                  str(work), deployment.iam_published)
+            command = [sys.executable, os.path.join(BENCH, "demo_accuracy.py"), "--repeats", "1",
+                       "--work-dir", str(work), "--results-dir", str(results), "--", *RUN,
+                       "--mlflow-tracking-uri", server.uri, "--mlflow-experiment", EXPERIMENT,
+                       "--timeout", "1400"]  # past a hang, not past make test's load (901 s seen)
+            done = subprocess.run(command, capture_output=True, text=True, timeout=1500,
+                                  env=recording.environment({**os.environ, **s3}))
+            log, errors = work / "local_run.log", work / "local_run.stderr.log"
+            assert done.returncode == 0, (
+                done.stdout[-3000:] + done.stderr[-3000:]
+                + (log.read_text()[-5000:] if log.exists() else "")
+                + (errors.read_text()[-3000:] if errors.exists() else ""))
+            # What local_run printed on stdout (demo_accuracy.py keeps it in local_run.log).
+            yield {"work": work, "stdout": log.read_text(), "opt_ml": work / "opt_ml",
+                   "results": results, "stderr": errors.read_text(), "mlflow": server,
+                   "job_calls": server.calls(), "iam": recording, "deployment": deployment,
+                   "s3": s3}
 
 
 def test_a_run_with_early_stopping_stops_on_a_plateau_and_exports_its_best_checkpoint(run):
@@ -92,6 +120,91 @@ def test_a_run_with_early_stopping_stops_on_a_plateau_and_exports_its_best_check
     state = json.loads((checkpoints / "best" / "best.json").read_text())
     assert (state["metric"], state["step"], state["not_improved"]) == (
         "eval/segm_AP", BEST_STEP, [STOP_STEP])
+
+
+def _artifacts(client, run_id, path):
+    """{artifact path: size} of every file below `path` of the run."""
+    found = {}
+    for item in client.list_artifacts(run_id, path):
+        found.update(_artifacts(client, run_id, item.path) if item.is_dir
+                     else {item.path: item.file_size})
+    return found
+
+
+def _files(directory, prefix):
+    return {f"{prefix}/{os.path.relpath(path, directory)}": os.path.getsize(path)
+            for path in glob.glob(os.path.join(directory, "**"), recursive=True)
+            if os.path.isfile(path)}
+
+
+def test_the_run_is_logged_to_a_real_mlflow_server_and_read_back(run, iam_template, tmp_path):
+    """The job's chief logged one run, named after the job, FINISHED: its params are the
+    hyperparameters it parsed, each metric's history is its metric lines (names, values as
+    printed, steps), the SavedModel and the report beside it are its artifacts in the
+    deployment's artifact store. Its MLflow calls are exactly the actions the training role is
+    granted on the tracking server, and its artifacts' upload is evaluated against that role
+    (docs/aws-rules.md MLF-3)."""
+    from mlflow.tracking import MlflowClient
+
+    from maskrcnn_job.training import tracking
+    from tests.infra.templates import statements_of
+
+    stdout = run["stdout"]
+    assert "MLflow tracking stopped" not in stdout, stdout[-3000:]
+    assert "list index out of range" not in stdout + run["stderr"]
+    client = MlflowClient(run["mlflow"].uri)
+    (found,) = client.search_runs([client.get_experiment_by_name(EXPERIMENT).experiment_id])
+    info, data = found.info, found.data
+    assert info.status == "FINISHED"
+    assert f"MLflow run {info.run_id} ended FINISHED" in stdout
+    assert info.run_name.startswith("local-run-") and data.tags[tracking.JOB_TAG] == info.run_name
+    assert info.artifact_uri == (f"s3://{run['deployment'].bucket}/{ARTIFACT_PREFIX}"
+                                 f"{found.info.experiment_id}/{info.run_id}/artifacts")
+    # The params, read by the job's own parser: the hyperparameters the job was given.
+    given = run["opt_ml"] / "input" / "config" / "hyperparameters.json"
+    assert set(data.params) == {field.name for field in hyperparameters.fields()}
+    assert hyperparameters.parse(data.params) == hyperparameters.parse_json_file(str(given))
+    # Each metric's history is its metric lines, in order, at the steps they were printed at.
+    printed = {}
+    for line in (run["work"] / "metrics.txt").read_text().splitlines():
+        name, _, value = line.partition(": ")
+        printed.setdefault(name, []).append(float(value))
+    history = {name: sorted(client.get_metric_history(info.run_id, name),
+                            key=lambda m: (m.step, m.timestamp)) for name in data.metrics}
+    assert set(history) == set(printed)
+    assert {name: [m.value for m in values] for name, values in history.items()} == printed
+    assert [m.step for m in history["train/loss"]] == [int(v) for v in printed["train/step"]]
+    assert [m.step for m in history["eval/segm_AP"]] == [BEST_STEP, STOP_STEP]
+    # The SavedModel and the report beside it, file for file, as plain artifacts in S3.
+    model = run["opt_ml"] / "model"
+    from tests.training.fake_deployment import environment_set
+
+    with environment_set(run["s3"]):  # the client reads the artifact store itself, as it wrote it
+        assert _artifacts(client, info.run_id, tracking.MODEL_ARTIFACTS) == _files(
+            model / "1", tracking.MODEL_ARTIFACTS)
+        assert _artifacts(client, info.run_id, tracking.REPORT_ARTIFACTS) == _files(
+            model / report.MODEL_REPORT_DIR, tracking.REPORT_ARTIFACTS)
+        copy = client.download_artifacts(info.run_id, f"{tracking.REPORT_ARTIFACTS}/"
+                                         f"{report.REPORT_FILE}", str(tmp_path))
+    assert json.loads(open(copy, encoding="utf-8").read()) == report.read(
+        str(model / report.MODEL_REPORT_DIR))
+    stored = run["deployment"].keys(ARTIFACT_PREFIX)
+    assert len(stored) == len(_files(model / "1", "")) + len(
+        _files(model / report.MODEL_REPORT_DIR, ""))
+    # What it called of MLflow is what the training role may call on the tracking server.
+    calls = run["job_calls"]
+    # Answered, but the look-up of the experiment the job then created (MLflow answers 404).
+    assert calls[0][1].endswith("/experiments/get-by-name") and calls[0][2] == 404, calls
+    assert calls[1:] and all(status == 200 for _, _, status in calls[1:]), calls
+    granted = {action.split(":", 1)[1]
+               for statement in statements_of(iam_template, "TrainingJobRole")
+               for action in ([statement["Action"]] if isinstance(statement["Action"], str)
+                              else statement["Action"]) if action.startswith("sagemaker-mlflow:")}
+    assert set(run["mlflow"].actions(calls)) == granted
+    # Its uploads, as the training role (IamDenied otherwise): S3 and the bucket's key.
+    uploads = [c for c in run["iam"].check() if c["service"] == "s3"]
+    assert uploads and {c["params"]["Key"].split("/")[0] + "/" for c in uploads} == {
+        ARTIFACT_PREFIX}, uploads
 
 
 def test_each_evaluation_writes_its_report_and_the_best_lies_beside_the_model(run):

@@ -185,16 +185,25 @@ def _files(directory):
     return sorted(os.listdir(directory)) if os.path.isdir(directory) else []
 
 
+def _own_checkpoints(work, request):
+    """Where the module run, a tuning job's candidate, keeps its checkpoints on algo-1: below its
+    training job's name in the directory SageMaker syncs (docs/aws-rules.md TUN-6)."""
+    return _opt_ml(work, "algo-1") / "checkpoints" / request["TrainingJobName"]
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, launcher_deployment):
     work = tmp_path_factory.mktemp("job")
     # A candidate of the launcher's tuning job (its base_learning_rate searched), as SageMaker
-    # starts it: the launch's request but for the name, TensorBoard and checkpoint upload, and
-    # the objective's name among its hyperparameters.
+    # starts it: the launch's request but for the name and TensorBoard's upload, and the
+    # objective's name among its hyperparameters. It keeps its checkpoints below its name.
     first = playback.play_training(launcher_deployment, work, "horovod", "s3", max_steps=20,
                                    tuning_candidate=True)
+    own = _own_checkpoints(work, first.request)
     snapshot = {
-        "algo-1 checkpoints": _files(_opt_ml(work, "algo-1") / "checkpoints"),
+        "algo-1 checkpoint dir": _files(_opt_ml(work, "algo-1") / "checkpoints"),
+        "algo-1 checkpoints": _files(own),
+        "algo-1 best": _files(own / "best"),
         "algo-2 checkpoints": _files(_opt_ml(work, "algo-2") / "checkpoints"),
         "algo-1 model": _files(_opt_ml(work, "algo-1") / "model"),
         "algo-2 model": _files(_opt_ml(work, "algo-2") / "model"),
@@ -217,8 +226,7 @@ def runs(tmp_path_factory, launcher_deployment):
                     tar.extractfile(member).read())
     snapshot["archive"], snapshot["report"] = archive, archive.parent / REPORT_FILE
     # Before the resume below truncates ckpt-20.
-    snapshot["weights"] = _exported_and_checkpointed(
-        first.played.model_dir, _opt_ml(work, "algo-1") / "checkpoints", 20, 10)
+    snapshot["weights"] = _exported_and_checkpointed(first.played.model_dir, own, 20, 10)
     first.stdout += playback.report(first, work, draw=4)
     return {"work": work, "first": first, "snapshot": snapshot, "fake": launcher_deployment}
 
@@ -296,12 +304,34 @@ def test_a_tuning_candidate_trains_as_sagemaker_starts_it_and_reports_its_object
                       "hyperparameters.json").read_text())
     assert hps["_tuning_objective_metric"] == metrics.BEST_OBJECTIVE
     assert hps["base_learning_rate"] == "0.01"  # the value this candidate tries
-    assert "TensorBoardOutputConfig" not in request and "CheckpointConfig" not in request
+    # The launch's checkpoints, the run's prefix that every candidate shares (TUN-6); no
+    # TensorBoard upload.
+    tuning_job = re.sub(r"-\d{3}-[0-9a-f]{8}$", "", request["TrainingJobName"])
+    assert request["CheckpointConfig"] == {
+        "S3Uri": f"s3://{runs['fake'].bucket}/checkpoints/{tuning_job}/",
+        "LocalPath": "/opt/ml/checkpoints"}
+    assert "TensorBoardOutputConfig" not in request
     objective = hps["_tuning_objective_metric"]
     definition, = [d for d in request["AlgorithmSpecification"]["MetricDefinitions"]
                    if d["Name"] == objective]
     values = [float(v) for v in re.findall(definition["Regex"], output)]
     assert values and 0.0 <= values[-1] <= 1.0, objective
+
+
+def test_a_tuning_candidate_keeps_its_checkpoints_below_its_job_name(runs):
+    """TUN-6: the candidate's checkpoints, its best checkpoint with best.json and its run_info.json
+    are in <checkpoint dir>/<its training job name>/, and nothing else of it is in the directory
+    that SageMaker syncs with the tuning job's one CheckpointConfig, which every candidate
+    shares. The resumed run below is this candidate restarted, resuming its own."""
+    from maskrcnn_contract import job_io
+
+    snapshot, job = runs["snapshot"], runs["first"].request["TrainingJobName"]
+    assert snapshot["algo-1 checkpoint dir"] == [job]
+    files = snapshot["algo-1 checkpoints"]
+    assert {"ckpt-10.index", "ckpt-20.index", job_io.RUN_INFO, "best"} <= set(files), files
+    assert "best.json" in snapshot["algo-1 best"], snapshot["algo-1 best"]
+    assert f"a tuning job's candidate: its checkpoints are in /opt/ml/checkpoints/{job}, apart " \
+           "from the other candidates' in /opt/ml/checkpoints" in runs["first"].stdout
 
 
 def test_the_real_toolkit_ran_the_job_on_two_hosts(runs):
@@ -316,6 +346,8 @@ def test_the_real_toolkit_ran_the_job_on_two_hosts(runs):
     # The worker's toolkit hands its environment to sshd's sessions through /etc/environment.
     environment = (runs["work"] / "hosts" / "algo-2" / "etc" / "environment").read_text()
     assert "SM_CURRENT_HOST=algo-2" in environment
+    # The ranks there know the job's name too (a candidate's checkpoint directory).
+    assert f"TRAINING_JOB_NAME={runs['first'].request['TrainingJobName']}\n" in environment
     assert [host.exit_code for host in runs["first"].played.job.hosts] == [0, 0]
 
 
@@ -571,19 +603,34 @@ def test_failing_rank_fails_the_job_fast_with_its_cause(tmp_path):
 
 
 def test_a_resumed_run_skips_a_truncated_checkpoint_and_its_failing_rank_fails_the_job(runs):
-    """The module run's latest checkpoint (ckpt-20) is truncated, as by a job stopped while
-    writing it: the resume warns and starts from ckpt-10. Then rank 1 (on algo-2) fails at step
-    13. Under the real toolkit the worker host's toolkit exits 0; the master's must carry the
-    cause."""
-    work = runs["work"]
-    checkpoints = _opt_ml(work, "algo-1") / "checkpoints"
+    """The module run, a tuning job's candidate, restarted as after a spot interruption (its
+    name and hyperparameters' _tuning_objective_metric as before): it resumes its own
+    checkpoints, not the newer ones another candidate and a launch of the same run keep in the
+    directory they share (TUN-6). Its latest checkpoint (ckpt-20) is truncated, as by a job
+    stopped while writing it: the resume warns and starts from ckpt-10. Then rank 1 (on algo-2)
+    fails at step 13. Under the real toolkit the worker host's toolkit exits 0; the master's must
+    carry the cause."""
+    work, job = runs["work"], runs["first"].request["TrainingJobName"]
+    checkpoints = _own_checkpoints(work, runs["first"].request)
+    shared = checkpoints.parent
+    # Another candidate's newer checkpoint, and a launch's of the same run (its layout: flat).
+    other = shared / re.sub(r"-001-([0-9a-f]{8})$", r"-002-\1", job)
+    other.mkdir()
+    for folder in (other, shared):
+        for suffix in (".index", ".data-00000-of-00001"):
+            shutil.copy(checkpoints / f"ckpt-10{suffix}", folder / f"ckpt-40{suffix}")
     _truncate(checkpoints / "ckpt-20.data-00000-of-00001")
+    objective = json.loads((_opt_ml(work, "algo-1") / "input" / "config" /
+                            "hyperparameters.json").read_text())["_tuning_objective_metric"]
     run = _local_run(work, "--hosts", "2", "--ranks", "2", "--hp", "max_steps=30", "--resume",
+                     "--hp", f"_tuning_objective_metric={objective}",
+                     "--container-env", f"TRAINING_JOB_NAME={job}",
                      "--program", FAILING_TRAIN, "--container-env", "INJECT_FAILURE=1:13",
                      timeout=600)
     assert run.returncode != 0, run.stdout[-3000:]
-    assert re.search(r"checkpoint \S+/ckpt-20 does not restore", run.stdout), run.stdout[-4000:]
-    assert re.search(r"resumed from /opt/ml/checkpoints/ckpt-10 at step 10", run.stdout)
+    assert re.search(rf"checkpoint /opt/ml/checkpoints/{job}/ckpt-20 does not restore",
+                     run.stdout), run.stdout[-4000:]
+    assert re.search(rf"resumed from /opt/ml/checkpoints/{job}/ckpt-10 at step 10", run.stdout)
     cause = "rank 1 on algo-2: RuntimeError: injected failure at step 13"
     worker_failure = _opt_ml(work, "algo-2") / "output" / "failure"
     assert cause in worker_failure.read_text()
@@ -689,13 +736,14 @@ def test_pretrained_channel_checkpoint_is_found_or_named_as_missing(tmp_path):
 
 
 def _resume_layout(runs, tmp_path):
-    """A single-rank tree whose checkpoints are copies of the module run's (ckpt-10/20)."""
+    """A single-rank launch (no tuning job's candidate: its checkpoints flat in the checkpoint
+    directory) whose checkpoints are copies of the module run's (ckpt-10/20)."""
     config = _opt_ml(runs["work"], "algo-1") / "input" / "config"
     hps = {k: v for k, v in json.loads((config / "hyperparameters.json").read_text()).items()
-           if not k.startswith("sagemaker_")}
+           if not k.startswith(("sagemaker_", "_tuning_objective_metric"))}
     hps.update(max_steps="30")
     opt_ml = _single_rank_layout(tmp_path, hps, {"train": runs["work"] / "dataset" / "train"})
-    shutil.copytree(_opt_ml(runs["work"], "algo-1") / "checkpoints", opt_ml / "checkpoints")
+    shutil.copytree(_own_checkpoints(runs["work"], runs["first"].request), opt_ml / "checkpoints")
     return opt_ml
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from maskrcnn_contract import hyperparameters, metrics
 
-from maskrcnn_job.training import trainer
+from maskrcnn_job.training import tracking, trainer
 from maskrcnn_job.training.schedule import Schedule
 
 
@@ -28,6 +28,7 @@ def _trainer_at(step, total):
                                 num_train_images=40, num_replicas=2)
     t.learning_rate = lambda s: 0.01
     t.summary_writer = None
+    t.tracker = tracking.Tracker.off()  # no MLflow run: the launch named none
     t.optimizer = types.SimpleNamespace(iterations=types.SimpleNamespace(numpy=lambda: step))
     return t
 

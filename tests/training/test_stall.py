@@ -3,10 +3,10 @@ process of one rank is stopped (SIGSTOP: it can write nothing any more) after a 
 job ends within the stall budget plus a measured bound, with a failure reason from the rank that
 waited for it, naming the phase and the stopped rank and its host as not answering (the peers'
 status servers, training/peers.py). The same run is the healthy half: with a 9 s step budget it
-goes through start-up, the first step (which traces the graph) and an evaluation (whose first
-batch traces the inference) before the stop, the first step asserted longer than the step budget
-without progress (as each rank's watchdog says on leaving it) and none a stall: their budget is
-the slow phases'. The
+goes through start-up, the first step (which traces the graph) and an evaluation (made to wait
+20 s before its first batch: tests/training/slow_evaluation_train.py) before the stop, both
+asserted longer than the step budget without progress (as each rank's watchdog says on leaving
+them) and neither a stall: their budget is the slow phases'. The
 watchdog's logic: test_watchdog.py. A stopped MultiWorkerMirroredStrategy worker and a stopped
 parameter server: test_strategies.py (resuming its module's runs, which saves their first steps).
 """
@@ -25,9 +25,11 @@ from tests.training.playback import TINY
 from tests.training.test_job import _opt_ml, measured
 from tests.training.test_strategies import _process_with
 
-# Below the longest time without progress of the first step and of the evaluation at step 8 on
-# both ranks, measured 38.9..49.8 s and 15.3..20.6 s in two runs (a step: 1.3 s), on this 2-core
-# machine with another test session running.
+SLOW_EVALUATION_TRAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                     "slow_evaluation_train.py")
+# Below the longest time without progress of the first step on both ranks, measured 38.9..49.8 s
+# in two runs (a step: 1.3 s), on this 2-core machine with another test session running, and
+# below the evaluation's wait (slow_evaluation_train.SECONDS, 20 s).
 STEP_BUDGET_MINUTES = 0.15
 # From the stop to the job's end, beyond the step budget: the watchdog's check period (a tenth of
 # the budget), asking the peers (the stopped one: peers.ANSWER_TIMEOUT_S, 3 s), the failure
@@ -69,12 +71,14 @@ def test_a_stopped_horovod_rank_fails_the_job_naming_the_stall(tmp_path):
     status, output, seen, stopped_at, ended_at = _run_and_stop(
         tmp_path, ["--hosts", "2", "--hp", "max_steps=60", "--hp", "eval_every_epochs=2",
                    "--hp", f"stall_timeout_minutes={STEP_BUDGET_MINUTES}",
-                   "--hp", "stall_timeout_slow_phases_minutes=5"],
+                   "--hp", "stall_timeout_slow_phases_minutes=5",
+                   # The first evaluation waits 20 s before its first batch on each rank.
+                   "--program", SLOW_EVALUATION_TRAIN],
         "OMPI_COMM_WORLD_RANK=1", r"^\[algo-1\] .*:step 15/60 ")
     assert stopped_at is not None, output[-5000:]
     assert status != 0
     # The healthy half: the first step (which traces the graph) and the evaluation at step 8
-    # (its first batch traces the inference) went longer than the step budget without progress,
+    # (made to wait before its first batch) went longer than the step budget without progress,
     # as each rank's watchdog says on leaving them, and were no stall: their budget is the slow
     # phases'. The rank stopped at step 15 is the only stall.
     measured("horovod: start of the loop to step 5 logged, the first step's tracing included (s)",
@@ -89,13 +93,13 @@ def test_a_stopped_horovod_rank_fails_the_job_naming_the_stall(tmp_path):
             + r", within its own budget of 5\.0 min \(stall_timeout_slow_phases_minutes\)", output):
         slow.setdefault((who, phase), []).append(measured(
             f"horovod: {who}, longest time without progress in phase {phase} (s)", float(seconds)))
-    # The first step (tracing the training graph: 21.6..49.8 s here, 17x a step or more) is
-    # asserted; the evaluation's longest gap is not: 15.3..20.6 s with another session running,
-    # under 9 s on a quiet machine (2026-11-27, make test), so no budget that a step stays under
-    # holds it above on every machine.
+    # The first step traces the training graph: 21.6..49.8 s here, 17x a step or more. The
+    # evaluation's own longest gap was 15.3..20.6 s with another session running but under 9 s
+    # on a quiet machine (2026-11-27), so the program makes it wait 20 s (SLOW_EVALUATION_TRAIN).
     for who in ("rank 0", "rank 1"):
-        assert slow.get((who, "first step")), \
-            f"{who}: phase first step not longer than the step budget: {sorted(slow)}"
+        for phase in ("first step", "evaluation"):
+            assert slow.get((who, phase)), \
+                f"{who}: phase {phase} not longer than the step budget: {sorted(slow)}"
     assert not re.search(r"stalled: no progress for .* in phase (?!train)", output), output[-5000:]
     assert "step 20/60" not in output
     # The stall: rank 0, waiting, reports it, and names rank 1, which its status server no longer

@@ -7,6 +7,11 @@ failure behaviour. Each first run is the launcher's request, played as SageMaker
   worker fails, in the other worker 1 is stopped (SIGSTOP).
 - parameter_server, from FSx: 40 steps during which the worker on algo-2 is killed (the job still
   finishes); then a local run that resumes them and in which ps:1 is stopped (SIGSTOP).
+Both first runs evaluate more than once with an early_stopping_min_delta no AP can gain: the best
+evaluation is the first, and the export restores its checkpoint over the last weights, under each
+strategy (the chief reads it; MWMS hands it to the other worker, PS writes it to the PS tasks),
+before the inference copy is refreshed (FIRST_STAYS_BEST). The MWMS run also stops early on that
+plateau, both workers at the same step (EARLY_STOP).
 The failing runs check the resume too, without paying for an evaluation and an export. A stopped
 process writes nothing: the process that waits for it fails the job, naming the stopped one and
 its host (docs/operations.md, "A hung job"; Horovod's: test_stall.py): under MWMS worker 0, whose
@@ -33,9 +38,8 @@ import pytest
 from tests.training import playback
 from tests.training.processes import descendants as _descendants
 from tests.training.test_job import (FAILING_TRAIN, TINY, _assert_exports_the_trained_weights,
-                                     _exported_and_checkpointed, _files, _fingerprints,
-                                     _local_run, _losses, _opt_ml, assert_the_loss_falls,
-                                     measured)
+                                     _files, _fingerprints, _local_run, _losses, _model_values,
+                                     _opt_ml, assert_the_loss_falls, measured)
 
 # Measured 2026-11-24 on this 2-core machine, loaded (test_job.py's FAILURE_TO_END_SECONDS):
 # from a worker's failure to the job's end 3.6 s (MultiWorkerMirroredStrategy), from a parameter
@@ -56,6 +60,16 @@ TF_HEARTBEAT_TIMEOUT_SECONDS = 10
 # to the end (TensorFlow's abort 10.7 s after the stop, in an earlier run), PS 20.2, 19.3 and
 # 17.7 s (5.2, 4.3 and 2.7 s beyond the budget).
 END_AFTER_BUDGET_SECONDS = {"multi_worker_mirrored": 30, "parameter_server": 30}
+# No later AP can beat the first evaluation's by 1.0: the first stays the best and is exported.
+FIRST_STAYS_BEST = {"early_stopping_min_delta": "1"}
+# MWMS (16 images, 4 steps an epoch: 2 replicas x 2): 25 steps planned, an evaluation every 5
+# (1.25 epochs), a patience of 3: the best at step 5, no improvement at 10, 15 and 20, a stop at
+# step 20 (as many steps as the run trained before it evaluated: its loss bound and checkpoints).
+EARLY_STOP = dict(FIRST_STAYS_BEST, eval_every_epochs="1.25", early_stopping_patience="3")
+MIRRORED_MAX_STEPS, MIRRORED_STEPS, MIRRORED_BEST = 25, 20, 5
+# PS (8 steps an epoch: a worker's step of 2 at a time): 40 steps, evaluations at 20 (2.5 epochs)
+# and 40; the best at 20, exported in place of the last.
+PS_STEPS, PS_BEST = 40, 20
 
 
 def _steps(output):
@@ -155,17 +169,26 @@ def _run_and_kill(work_dir, args, task, when_line_matches, timeout=900, sig=sign
     return status, "".join(lines), killed_at, time.time()
 
 
+def _exported_best(model_dir, checkpoints, best: int, last: int) -> dict:
+    """For _assert_exports_the_trained_weights: the SavedModel's values, the best evaluation's
+    checkpoint's (kept apart in <checkpoints>/best/) as the ones it must hold, and the last
+    checkpoint's as the ones most of them must differ from."""
+    return {"export": _model_values(os.path.join(model_dir, "1", "variables", "variables")),
+            "last": _model_values(os.path.join(checkpoints, "best", f"ckpt-{best}")),
+            "earlier": _model_values(os.path.join(checkpoints, f"ckpt-{last}"))}
+
+
 @pytest.fixture(scope="module")
 def mirrored(tmp_path_factory, launcher_deployment):
     work = tmp_path_factory.mktemp("mwms")
     # No drawing: drawing the predictions is the same code after every strategy (test_job.py).
     first = playback.play_training(launcher_deployment, work, "multi_worker_mirrored", "efs",
-                                   max_steps=20)
+                                   max_steps=MIRRORED_MAX_STEPS, hyperparameters=EARLY_STOP)
     assert first.played.succeeded, first.stdout[-5000:]
     snapshot = {host: (_files(_opt_ml(work, host) / "checkpoints"),
                        _files(_opt_ml(work, host) / "model")) for host in ("algo-1", "algo-2")}
-    weights = _exported_and_checkpointed(first.played.model_dir,
-                                         _opt_ml(work, "algo-1") / "checkpoints", 20, 10)
+    weights = _exported_best(first.played.model_dir, _opt_ml(work, "algo-1") / "checkpoints",
+                             MIRRORED_BEST, MIRRORED_STEPS)
     return {"work": work, "first": first, "snapshot": snapshot, "weights": weights}
 
 
@@ -185,8 +208,15 @@ def test_mirrored_replicas_end_identical_and_evaluate(mirrored):
     output = mirrored["first"].stdout
     fingerprints = _fingerprints(output)
     assert len(fingerprints) == 2 and len(set(fingerprints.values())) == 1
-    assert "evaluated 8 images" in output
-    assert re.findall(metrics.regex_for("eval/segm_AP"), output)
+    # Evaluated at steps 5, 10, 15 and 20, then stopped early by both workers (a worker that
+    # trained on would wait for the other's collectives until the job's end).
+    assert output.count("evaluated 8 images") == 4
+    assert len(re.findall(metrics.regex_for("eval/segm_AP"), output)) == 4
+    assert re.search(rf"early stopping at step {MIRRORED_STEPS}: eval/segm_AP has not improved on "
+                     rf"step {MIRRORED_BEST} \(eval/segm_AP \S+\) for 3 evaluations "
+                     r"\(early_stopping_patience=3, early_stopping_min_delta=1(\.0)?\)", output), \
+        output[-3000:]
+    assert f"step {MIRRORED_STEPS + 1}/{MIRRORED_MAX_STEPS}" not in output
 
 
 def test_mirrored_checkpoints_and_exports_only_the_chiefs_copy(mirrored):
@@ -198,7 +228,10 @@ def test_mirrored_checkpoints_and_exports_only_the_chiefs_copy(mirrored):
     # /opt/ml/model: SageMaker aggregates every host's (docs/aws-rules.md SM-10).
     assert model_1 == ["1", "code"] and model_2 == []
     assert sorted(os.listdir(mirrored["first"].played.model_dir)) == ["1", "code"]
-    # The chief's copy is the trained one: the export holds ckpt-20's values (not ckpt-10's).
+    # The chief's copy, restored from the best evaluation's checkpoint: the export holds
+    # best/ckpt-5's values, not the last ckpt-20's.
+    assert re.search(rf"exporting the best evaluation, step {MIRRORED_BEST} \(eval/segm_AP \S+\); "
+                     rf"the last, step {MIRRORED_STEPS}", mirrored["first"].stdout)
     _assert_exports_the_trained_weights(mirrored["weights"])
 
 
@@ -264,13 +297,15 @@ def parameter_servers(tmp_path_factory, launcher_deployment):
                 killed["error"] = str(error)
 
     first = playback.play_training(launcher_deployment, work, "parameter_server", "fsx",
-                                   max_steps=40, on_line=kill_once)
+                                   max_steps=PS_STEPS, on_line=kill_once,
+                                   hyperparameters=dict(FIRST_STAYS_BEST,
+                                                        eval_every_epochs="2.5"))
     assert first.played.succeeded, first.stdout[-6000:]
     assert "pid" in killed, f"worker:1 was not killed: {killed}"
     snapshot = {host: (_files(_opt_ml(work, host) / "checkpoints"),
                        _files(_opt_ml(work, host) / "model")) for host in ("algo-1", "algo-2")}
-    weights = _exported_and_checkpointed(first.played.model_dir,
-                                         _opt_ml(work, "algo-1") / "checkpoints", 40, 30)
+    weights = _exported_best(first.played.model_dir, _opt_ml(work, "algo-1") / "checkpoints",
+                             PS_BEST, PS_STEPS)
     return {"work": work, "first": first.stdout, "killed_at": killed["at"], "snapshot": snapshot,
             "run": first, "weights": weights}
 
@@ -290,15 +325,18 @@ def test_parameter_servers_chief_trains_on_the_jobs_own_cluster(parameter_server
     assert "Running distributed training job with parameter servers" not in output
     assert "algo-1: started chief:0" in output and "algo-2: started ps:1" in output
     assert "parameter_server: 1 replica(s) per step on 2 host(s)" in output
-    assert "evaluated 8 images" in output
+    assert output.count("evaluated 8 images") == 2
 
 
 def test_parameter_servers_export_the_values_the_ps_tasks_trained(parameter_servers):
     """The chief's one fingerprint says nothing (one copy of the variables, by construction):
-    what could differ is what it exported. Its SavedModel holds exactly ckpt-40's values (read
-    from the PS tasks through the chief at the end), and those moved since ckpt-30: a stale or
-    unrefreshed inference copy, or values that never left the PS tasks, fail it."""
+    what could differ is what it exported. Its SavedModel holds exactly best/ckpt-20's values
+    (the best evaluation's, restored into the PS tasks' variables and read back through the
+    chief at the end), and those differ from the last ckpt-40's: a stale or unrefreshed inference
+    copy, or values that never reached the PS tasks, fail it."""
     assert len(_fingerprints(parameter_servers["first"])) == 1
+    assert re.search(rf"exporting the best evaluation, step {PS_BEST} \(eval/segm_AP \S+\); "
+                     rf"the last, step {PS_STEPS}", parameter_servers["first"])
     _assert_exports_the_trained_weights(parameter_servers["weights"])
 
 
@@ -430,8 +468,8 @@ def test_runs_and_compare_show_the_played_jobs_figures(mirrored, parameter_serve
     from maskrcnn_contract import metrics
 
     fake = launcher_deployment
-    played = {"multi_worker_mirrored": (mirrored["first"], "efs", 20),
-              "parameter_server": (parameter_servers["run"], "fsx", 40)}
+    played = {"multi_worker_mirrored": (mirrored["first"], "efs", MIRRORED_MAX_STEPS),
+              "parameter_server": (parameter_servers["run"], "fsx", PS_STEPS)}
     jobs = {}
     for distribution, (run, source, steps) in played.items():
         jobs[distribution] = _completed_as_played(fake, run) + (run, source, steps)
@@ -457,8 +495,9 @@ def test_runs_and_compare_show_the_played_jobs_figures(mirrored, parameter_serve
         assert f"max_steps={steps} " in cell("hyperparameters") + " "
         segm = report["tasks"]["segm"]
         assert cell("mask AP") == f"{segm['summary']['AP']:.3f}"
-        # The same evaluation, through SageMaker's metric definitions on the job's log.
-        assert run.final["eval/segm_AP"] == pytest.approx(segm["summary"]["AP"], abs=1e-5)
+        # The exported (best) evaluation's, through SageMaker's metric definitions on the log.
+        assert run.final[metrics.BEST_OBJECTIVE] == pytest.approx(segm["summary"]["AP"],
+                                                                  abs=1e-4)
         worst = min((row["AP"], k, row["name"]) for k, row in enumerate(segm["per_class"])
                     if row["AP"] is not None)
         assert cell("worst class") == f"{worst[2]} {worst[0]:.3f}"

@@ -220,6 +220,7 @@ def build_trainer(env: sagemaker_env.JobEnvironment, hps: hyperparameters.Hyperp
         except init_from_checkpoint.InitError as error:
             raise sagemaker_env.ContractError(str(error)) from None
     info = channel.read_info()
+    checkpoint_dir = sagemaker_env.own_checkpoint_dir(env)
 
     import tensorflow as tf  # only after the cheap checks: a bad input fails in a second
 
@@ -234,14 +235,26 @@ def build_trainer(env: sagemaker_env.JobEnvironment, hps: hyperparameters.Hyperp
 
     backend = make_backend(hps, env)
     paths = trainer.Paths(
-        checkpoint_dir=env.checkpoint_dir, model_dir=env.model_dir,
+        checkpoint_dir=checkpoint_dir, model_dir=env.model_dir,
         output_data_dir=env.output_data_dir, tensorboard_dir=env.tensorboard_dir,
         init_checkpoint=pretrained_checkpoint(pretrained) if pretrained and not init else None,
         init_from=init)
     if backend.is_chief:
         logging.info("%s: %d replica(s) per step on %d host(s), %d GPU(s) visible here; %s",
                      hps.distribution, backend.size, len(env.hosts), backend.num_gpus, hps)
-    return trainer.Trainer(hps, channel, info, backend, paths, watchdog=watchdog)
+        if checkpoint_dir != env.checkpoint_dir:
+            logging.info("a tuning job's candidate: its checkpoints are in %s, apart from the "
+                         "other candidates' in %s", checkpoint_dir, env.checkpoint_dir)
+    # The chief's MLflow run when the launch names a tracking server (training/tracking.py).
+    from maskrcnn_job.training import tracking
+
+    tracker = tracking.start(hps) if backend.is_chief else tracking.Tracker.off()
+    try:
+        return trainer.Trainer(hps, channel, info, backend, paths, watchdog=watchdog,
+                               tracker=tracker)
+    except BaseException:
+        tracker.end(failed=True)
+        raise
 
 
 def run(env: sagemaker_env.JobEnvironment) -> None:
@@ -266,14 +279,19 @@ def run(env: sagemaker_env.JobEnvironment) -> None:
             return
     watchdog = stall_watchdog(env, hps)
     watchdog.start(stall.START)
+    built = None
     try:
-        build_trainer(env, hps, watchdog).run()
-    except Exception as error:
-        lost = peer_lost(error, watchdog)
+        built = build_trainer(env, hps, watchdog)
+        built.run()
+    except BaseException as error:
+        if built is not None:
+            built.tracker.end(failed=True)  # the chief's MLflow run, if any
+        lost = peer_lost(error, watchdog) if isinstance(error, Exception) else None
         if lost is None:
             raise
         raise lost from error
     watchdog.stop()
+    built.finish_tracking()  # the chief's SavedModel and report, after the others are done
     if hps.distribution != "horovod":
         # Done, files closed. At interpreter exit TensorFlow's coordination service would wait
         # for the peers that already left (40 s measured on 2 emulated hosts) before exiting 0.

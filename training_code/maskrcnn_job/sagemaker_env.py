@@ -31,6 +31,7 @@ class JobEnvironment:
     failure_file: str
     hosts: List[str]
     current_host: str
+    job_name: Optional[str] = None    # the training job's (TRAINING_JOB_NAME), None outside one
 
     def channel(self, name: str) -> str:
         if name not in self.channels:
@@ -93,7 +94,23 @@ def load(environ=None) -> JobEnvironment:
         failure_file=os.path.join(output, "failure"),
         hosts=hosts,
         current_host=current,
+        # SageMaker sets it in the container (docs/aws-rules.md SM-17); on other hosts the ranks
+        # mpirun starts get it too (the worker's toolkit writes its environment to
+        # /etc/environment, which sshd applies).
+        job_name=env.get(job_io.TRAINING_JOB_NAME_ENV),
     )
+
+
+def own_checkpoint_dir(env: JobEnvironment) -> str:
+    """This job's checkpoint directory within the synced one (job_io.own_checkpoints): the
+    checkpoint directory for a launch, <checkpoint dir>/<job name> for a tuning job's candidate,
+    which shares the synced directory with the tuning job's other candidates."""
+    with open(env.hyperparameters_file, encoding="utf-8") as f:
+        raw = json.load(f)
+    try:
+        return job_io.own_checkpoints(env.checkpoint_dir, raw, env.job_name)
+    except ValueError as error:
+        raise ContractError(str(error)) from None
 
 
 def write_failure(failure_file: str, message: str) -> None:

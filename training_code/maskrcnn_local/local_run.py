@@ -44,7 +44,7 @@ import sys
 import threading
 import time
 
-from maskrcnn_contract import hyperparameters, job_io, labeling, metrics
+from maskrcnn_contract import hyperparameters, job_io, labeling, metrics, tracking
 
 from maskrcnn_job import job  # pure Python until it runs the job
 from maskrcnn_job.data import layout
@@ -60,6 +60,9 @@ DEFAULT_HOROVOD_CYCLE_TIME = "10"  # ms; see the docstring
 
 # A one-host run's metric lines (the job's METRICS_FILE_ENV), under the work directory.
 METRICS_FILE = "metrics.txt"
+
+# A one-host run's MLflow experiment when --mlflow-tracking-uri names a server.
+LOCAL_EXPERIMENT = "local-runs"
 
 # What the job exports at its end: <model dir>/1/saved_model.pb (maskrcnn_job/serving/export.py).
 SAVED_MODEL_VERSION = "1"
@@ -146,6 +149,13 @@ def parse_args(argv=None):
     parser.add_argument("--container-env", action="append", default=[], metavar="KEY=VALUE",
                         help="an environment variable of the emulated hosts' containers "
                              "(repeatable); one host passes its own environment on")
+    parser.add_argument("--mlflow-tracking-uri", metavar="URI",
+                        help="log the run to this MLflow tracking server, as a launch's request "
+                        "names the deployment's (the job's MLFLOW_TRACKING_URI): an http(s):// "
+                        "URL, or a SageMaker tracking server's ARN with AWS credentials; one "
+                        "host only")
+    parser.add_argument("--mlflow-experiment", metavar="NAME", default=LOCAL_EXPERIMENT,
+                        help=f"the MLflow experiment of --mlflow-tracking-uri ({LOCAL_EXPERIMENT})")
     parser.add_argument("--draw", type=int, default=4, metavar="N",
                         help="after training, draw the model's predictions for N validation "
                              "images beside their ground truth into one PNG (4; 0: none)")
@@ -173,6 +183,16 @@ def parse_args(argv=None):
         if _init_checkpoint_dir(args.init_from) is None:
             parser.error(f"--init-from {args.init_from!r}: no checkpoint (ckpt-N.index) in it or "
                          "in the checkpoints directory beside it")
+    if args.mlflow_tracking_uri is not None:
+        if args.hosts > 1:
+            parser.error("--mlflow-tracking-uri: one host only (the emulated hosts reach no "
+                         "server on this machine)")
+        if not args.mlflow_tracking_uri.startswith(("http://", "https://")) and \
+                not tracking.is_tracking_server_arn(args.mlflow_tracking_uri):
+            parser.error(f"--mlflow-tracking-uri {args.mlflow_tracking_uri!r}: expected an "
+                         "http(s):// URL or a SageMaker MLflow tracking server's ARN")
+        for problem in tracking.experiment_name_problems(args.mlflow_experiment):
+            parser.error(f"--mlflow-experiment: {problem}")
     if not 0.0 < args.val_fraction < 1.0:
         parser.error(f"--val-fraction {args.val_fraction}: expected a number between 0 and 1")
     return args
@@ -388,6 +408,11 @@ def run_one_host(args, work_dir: str, final: dict) -> tuple:
     if not args.resume and os.path.exists(metrics_file):
         os.remove(metrics_file)
     host_env = dict(prepare_layout(args, work_dir), **{metrics.METRICS_FILE_ENV: metrics_file})
+    # As SageMaker names every job's container: the run's MLflow name.
+    host_env[job_io.TRAINING_JOB_NAME_ENV] = "local-run-" + time.strftime("%Y%m%d%H%M%S", time.gmtime())
+    if args.mlflow_tracking_uri:  # as a launch's request Environment carries them
+        host_env.update({tracking.TRACKING_URI_ENV: args.mlflow_tracking_uri,
+                         tracking.EXPERIMENT_ENV: args.mlflow_experiment})
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     if args.distribution == "horovod":
         command = mpirun_command(args.ranks, host_env, os.path.abspath(args.program))

@@ -33,7 +33,8 @@ def _add_launch_arguments(launch) -> None:
                         "`datasets` lists them, `stage-dataset` stages one)")
     launch.add_argument("--init-from", metavar="JOB_OR_S3_URI",
                         help="fine-tune: start from an earlier training job's checkpoints (its "
-                        "name, or their s3:// URI below the checkpoint prefix); every weight of "
+                        "name, a tuning job's name for its best candidate's, or their s3:// URI "
+                        "below the checkpoint prefix); every weight of "
                         "the same shape is restored, the class-specific layers are re-initialized "
                         "when the classes differ (see --hp freeze_backbone=true)")
     launch.add_argument("--instance-type", default=defaults.instance_type,
@@ -68,6 +69,13 @@ def _add_launch_arguments(launch) -> None:
     launch.add_argument("--run-name", help="name of the run; a run launched again resumes from its "
                         "checkpoints (default: <data source>-<random>, a new run); a tuning "
                         "job's name is <prefix>-<run name>, at most 32 characters")
+    launch.add_argument("--mlflow", action=argparse.BooleanOptionalAction, default=None,
+                        help="log the run (parameters, metrics, evaluation report, model) to the "
+                        "deployment's MLflow tracking server; default: when the deployment has "
+                        "one (maskrcnn:mlflow); --no-mlflow logs none (docs/experiments.md)")
+    launch.add_argument("--mlflow-experiment", metavar="NAME",
+                        help="the MLflow experiment the run is logged to (default: the dataset's "
+                        "name; 1 to 500 characters)")
     launch.add_argument("--dry-run", action="store_true",
                         help="build and validate the request as it would be sent; send nothing")
     launch.add_argument("--wait", action="store_true", help="wait for the end, print metrics")
@@ -141,13 +149,17 @@ def _launch_options(args) -> LaunchOptions:
         hyperparameters=dict(args.hp), use_spot=args.spot, max_run_hours=args.max_run_hours,
         volume_size_gb=args.volume_gb, use_pretrained=not args.no_pretrained,
         run_name=args.run_name, input_mode=args.input_mode,
-        keep_alive_seconds=args.keep_alive_seconds)
+        keep_alive_seconds=args.keep_alive_seconds, mlflow=args.mlflow,
+        mlflow_experiment=args.mlflow_experiment)
 
 
 def launch(args, deployment, boto_session) -> None:
     from maskrcnn_launcher.training import jobs, submit  # the SDK is imported only to launch
 
-    job = jobs.training_job(deployment, _launch_options(args), boto_session)
+    # A dry run's stdout is the request alone (JSON): what the launch tells goes to stderr.
+    job = jobs.training_job(deployment, _launch_options(args), boto_session,
+                            echo=lambda line: print(line, file=sys.stderr if args.dry_run
+                                                    else sys.stdout))
     sent = submit.send(job, deployment, dry_run=args.dry_run)
     for line in jobs.describe_inputs(sent):
         print(line, file=sys.stderr if args.dry_run else sys.stdout)

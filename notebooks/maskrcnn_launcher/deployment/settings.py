@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
-from maskrcnn_contract import job_io, ssm
+from maskrcnn_contract import job_io, ssm, tracking
 
 DEFAULT_SSM_PATH = "/maskrcnn"
 SSM_PATH_FILE = Path("~/.maskrcnn/ssm-path")
@@ -63,6 +63,9 @@ class Deployment:
     fsx_mount_name: Optional[str] = None
     fsx_datasets_path: Optional[str] = None
     fsx_pretrained_path: Optional[str] = None
+    # The MLflow tracking server launches log to by default (training/tracking.py); absent when
+    # the deployment has none (maskrcnn:mlflow off).
+    mlflow_tracking_server_arn: Optional[str] = None
 
     def dataset_key_prefix(self, name: str) -> str:
         return job_io.dataset_key_prefix(self.datasets_prefix, name)
@@ -160,6 +163,11 @@ def from_parameters(ssm_path: str, values: Dict[str, str]) -> Deployment:
             fields[_field_name(name)] = value == "true"
         else:
             fields[_field_name(name)] = value
+    arn = fields.get("mlflow_tracking_server_arn")
+    if arn is not None and not tracking.is_tracking_server_arn(arn):
+        raise SettingsError(f"SSM parameter {ssm_path}/mlflow-tracking-server-arn={arn!r}: expected "
+                            "a SageMaker MLflow tracking server's ARN (arn:aws:sagemaker:<region>:"
+                            "<account>:mlflow-tracking-server/<name>)")
     for prefix in ssm.PREFIXES:
         if not values[prefix].endswith("/") or values[prefix].startswith("/"):
             raise SettingsError(f"SSM parameter {ssm_path}/{prefix}={values[prefix]!r}: "

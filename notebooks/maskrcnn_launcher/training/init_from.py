@@ -2,18 +2,20 @@
 anything is sent.
 
 `--init-from` / `init_from` names a training job of this deployment (its CheckpointConfig S3 URI,
-read with DescribeTrainingJob) or a checkpoint S3 URI below the deployment's checkpoint prefix,
-which the training role reads. The job receives that prefix as its `init` channel (S3, whatever the
-data source). Refused here, naming what to do, before anything is sent: a job that does not exist,
-is another deployment's or a staging job, or kept no checkpoints; a URI outside the checkpoint
-prefix; a prefix without a checkpoint or without the run's RUN_INFO (a run of the job before
-fine-tuning existed); a run of another backbone or model preset (maskrcnn_contract
-`hyperparameters.init_run_problems`, which the job applies again at start).
+read with DescribeTrainingJob; a tuning job's candidate kept its own below its name there:
+`job_checkpoints`), a tuning job (its best candidate's) or a checkpoint S3 URI below the
+deployment's checkpoint prefix, which the training role reads. The job receives that prefix as
+its `init` channel (S3, whatever the data source). Refused here, naming what to do, before
+anything is sent: a job that does not exist, is another deployment's or a staging job, or kept no
+checkpoints; a URI outside the checkpoint prefix; a prefix without a checkpoint or without the
+run's RUN_INFO (a run of the job before fine-tuning existed); a run of another backbone or model
+preset (maskrcnn_contract `hyperparameters.init_run_problems`, which the job applies again at
+start).
 """
 
 import dataclasses
 import json
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from maskrcnn_contract import hyperparameters, job_io, s3_objects
 from maskrcnn_contract.hyperparameters import Hyperparameters
@@ -39,17 +41,32 @@ def _refuse(problem: str) -> LaunchRequestError:
     return LaunchRequestError(f"cannot fine-tune ({WHERE}): {problem}")
 
 
-def _job_checkpoints(sagemaker_client, deployment: Deployment, name: str) -> str:
-    """The checkpoint S3 URI of the training job `name` of this deployment."""
+def job_checkpoints(job: dict) -> Optional[str]:
+    """Where a training job (its DescribeTrainingJob) kept its checkpoints, or None without a
+    CheckpointConfig: the S3Uri, below the job's name for a tuning job's candidate, whose
+    DescribeTrainingJob HyperParameters carry _tuning_objective_metric as its container's did
+    (job_io.own_checkpoints, the rule the job follows; docs/aws-rules.md TUN-6)."""
+    uri = (job.get("CheckpointConfig") or {}).get("S3Uri")
+    if not uri:
+        return None
+    return job_io.own_checkpoints(uri, job.get("HyperParameters") or {}, job["TrainingJobName"])
+
+
+def _job_checkpoints(sagemaker_client, deployment: Deployment, name: str) -> Tuple[str, str]:
+    """(the training job, its checkpoint S3 URI) for the training job `name` of this deployment,
+    or for the tuning job `name`: its best candidate."""
+    tuning = lookup.describe_tuning_job(sagemaker_client, deployment, name)
+    if tuning is not None:
+        name = lookup.best_candidate(tuning, _refuse)
     job = lookup.describe_job(sagemaker_client, deployment, name, _refuse)
     # Known by its name as well: a DescribeTrainingJob answer need not carry the Environment.
     if lookup.is_staging_job(deployment, name, job):
         raise _refuse(f"{name!r} is a staging job: it trains no model")
-    uri = (job.get("CheckpointConfig") or {}).get("S3Uri")
+    uri = job_checkpoints(job)
     if not uri:
         raise _refuse(f"training job {name!r} kept no checkpoints (no CheckpointConfig); name a "
                       "job the launcher started, or a checkpoint s3:// URI")
-    return uri
+    return name, uri
 
 
 def resolve(sagemaker_client, s3_client, deployment: Deployment, init_from: str,
@@ -62,7 +79,7 @@ def resolve(sagemaker_client, s3_client, deployment: Deployment, init_from: str,
     if init_from.startswith("s3://"):
         uri = init_from
     else:
-        job_name, uri = init_from, _job_checkpoints(sagemaker_client, deployment, init_from)
+        job_name, uri = _job_checkpoints(sagemaker_client, deployment, init_from)
     try:
         bucket, prefix = s3_objects.split_s3_uri(uri)
     except s3_objects.S3UriError as error:

@@ -18,6 +18,7 @@ from maskrcnn_launcher.deployment.settings import Deployment
 from maskrcnn_launcher.training.options import (HOROVOD, PARAMETER_SERVER, LaunchOptions,
                                                 LaunchRequestError)
 from maskrcnn_launcher.training.plan import MAX_BASE_NAME, STAGING_RUN, Channel, training_plan
+from maskrcnn_launcher.training import tracking
 from maskrcnn_launcher.training.session import Launch, sagemaker_session
 from maskrcnn_launcher.training.validation import STAGING, TRAINING
 
@@ -79,7 +80,8 @@ def _input_mode(request: dict) -> str:
 def describe_inputs(request: dict) -> list:
     """Lines saying what a CreateTrainingJob request trains from and how: the dataset and how it
     is read, the backbone and its checkpoint, the batch-norm mode, the distribution over the
-    instances, where TensorBoard's summaries go, and a warm pool if one is asked for."""
+    instances, where TensorBoard's summaries go, where MLflow logs the run, and a warm pool if
+    one is asked for."""
     hps = request.get("HyperParameters", {})
     channels = {c["ChannelName"]: c for c in request.get("InputDataConfig", [])}
     backbone = hps.get("backbone", Hyperparameters.backbone)
@@ -101,6 +103,9 @@ def describe_inputs(request: dict) -> list:
     tensorboard = request.get("TensorBoardOutputConfig")
     if tensorboard:
         lines.append(f"tensorboard:  {tensorboard['S3OutputPath']} (uploaded while the job runs)")
+    logged = tracking.describe(request)
+    if logged:
+        lines.append(logged)
     keep = request.get("ResourceConfig", {}).get("KeepAlivePeriodInSeconds")
     if keep:
         lines.append(f"warm pool:    instances kept {keep} s after the job for the next job of "
@@ -166,7 +171,7 @@ def training_job(deployment: Deployment, options: LaunchOptions, boto_session,
         use_spot=options.use_spot, hyperparameters=dict(plan.sent_hyperparameters),
         channels=[_input_data(channel) for channel in plan.channels],
         checkpoint_s3_uri=plan.checkpoint_s3_uri, input_mode=plan.input_mode,
-        keep_alive_seconds=plan.keep_alive_seconds)
+        keep_alive_seconds=plan.keep_alive_seconds, environment=dict(plan.environment))
     trainer = trainer.with_metric_definitions(
         [MetricDefinition(name=d["Name"], regex=d["Regex"]) for d in metrics.METRIC_DEFINITIONS])
     # SageMaker uploads what the job writes below LocalPath to S3 while it runs (TRN-2).

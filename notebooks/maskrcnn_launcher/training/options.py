@@ -63,6 +63,11 @@ class LaunchOptions:
     # S3 URI below the deployment's checkpoint prefix (init_from.py). None: from the ImageNet
     # backbone (use_pretrained) or from scratch.
     init_from: Optional[str] = None
+    # MLflow (training/tracking.py): None logs the run to the deployment's tracking server when
+    # it has one (maskrcnn:mlflow), False logs none, True insists on it; the experiment, None:
+    # the dataset's name.
+    mlflow: Optional[bool] = None
+    mlflow_experiment: Optional[str] = None
 
 
 # StoppingCondition MaxRuntimeInSeconds: 1 second to 28 days (SageMaker API reference,

@@ -29,7 +29,7 @@ from maskrcnn_contract.hyperparameters import Hyperparameters
 
 from maskrcnn_launcher.deployment import instances
 from maskrcnn_launcher.deployment.settings import Deployment
-from maskrcnn_launcher.training import init_from, inputs, validation
+from maskrcnn_launcher.training import init_from, inputs, tracking, validation
 from maskrcnn_launcher.training.options import (DATA_SOURCES, DEFAULT_DISTRIBUTION, FAST_FILE, FILE,
                                                 HOROVOD, MWMS, PARAMETER_SERVER, LaunchOptions,
                                                 LaunchRequestError, option_problems)
@@ -85,6 +85,8 @@ class LaunchPlan:
     max_wait_seconds: Optional[int]  # managed spot only
     notes: Tuple[str, ...]  # the warnings and the choices made for the user, to show
     init: Optional[init_from.InitSource] = None  # the earlier run a fine-tune starts from
+    # The request's Environment: MLflow's variables when the run is logged (tracking.py).
+    environment: Dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def distribution_of(options: LaunchOptions, decoded: Dict[str, object]) -> str:
@@ -226,7 +228,8 @@ def training_plan(deployment: Deployment, options: LaunchOptions, s3_client,
     """The plan of one Mask R-CNN training launch; raises naming what cannot go out (the module
     docstring lists it). `s3_client` looks up the staged inputs; `sagemaker_client` the training
     job a fine-tune names (`options.init_from`)."""
-    problems = option_problems(options)
+    problems = option_problems(options) + tracking.option_problems(
+        deployment, options.mlflow, options.mlflow_experiment)
     if problems:
         raise LaunchRequestError("invalid launch:\n  - " + "\n  - ".join(problems))
     decoded = hyperparameters.decode(options.hyperparameters)
@@ -260,6 +263,10 @@ def training_plan(deployment: Deployment, options: LaunchOptions, s3_client,
                         "global batch")
             notes.append(f"batch_norm={parsed.batch_norm}: {why}")
     backbone = parsed.backbone if options.use_pretrained and init is None else None
+    environment, logged = tracking.tracking_environment(
+        deployment, options.mlflow, options.mlflow_experiment, options.dataset)
+    if logged:
+        notes.append(logged)
     missing = inputs.missing_training_inputs(s3_client, deployment, options.dataset, backbone)
     if missing:
         raise LaunchRequestError(inputs.refusal(missing, options.dataset))
@@ -289,4 +296,4 @@ def training_plan(deployment: Deployment, options: LaunchOptions, s3_client,
         tensorboard_s3_uri=deployment.tensorboard_s3_uri(base),
         keep_alive_seconds=options.keep_alive_seconds,
         max_run_seconds=int(options.max_run_hours * 3600), max_wait_seconds=max_wait,
-        notes=tuple(notes), init=init)
+        notes=tuple(notes), init=init, environment=environment)

@@ -2,10 +2,11 @@
 
 `tuning_job` builds the CreateHyperParameterTuningJob request from the same launch as `launch`
 (`jobs.training_job`, then the request the SDK would send, checked by `validation`): its channels,
-image, roles, VPC, instances, run time and distribution become the TrainingJobDefinition, its
-hyperparameters the static ones, less the tuned ones. Built directly, as the training launch is
-sent through its own check: SDK 3's tuner builds its definition from a ModelTrainer and leaves
-our check of the exact request out (docs/tuning.md, "Why not SDK 3's tuner").
+image, roles, VPC, instances, run time, spot, checkpoints and distribution become the
+TrainingJobDefinition, its hyperparameters the static ones, less the tuned ones. Built directly,
+as the training launch is sent through its own check: SDK 3's tuner builds its definition from a
+ModelTrainer and leaves our check of the exact request out (docs/tuning.md, "Why not SDK 3's
+tuner").
 
 Refused before anything is sent (LaunchRequestError, naming each value and what is allowed):
 a launch that cannot go out (`plan`); an objective that is not one of the job's evaluation
@@ -16,15 +17,16 @@ parser or its run length refuses, min not below max, a Logarithmic scale over va
 ReverseLogarithmic one outside [0, 1) or on integers; a range also given as a static `--hp`; more
 ranges than SageMaker takes; max jobs or parallel jobs below 1, parallel above max jobs; a tuning
 job name SageMaker would reject (at most 32 characters, letters, digits and hyphens) or outside
-this deployment's prefix; spot and warm pools (below). The request as built is checked once more
-(`check_request`), and one of its candidates, derived as SageMaker derives it
+this deployment's prefix; warm pools (documented for training jobs only). The request as built is
+checked once more (`check_request`), and one of its candidates, derived as SageMaker derives it
 (`candidate_request`), goes through the launch's own check (`validation.validate`).
 
 What a candidate lacks beside a launch (docs/aws-rules.md TUN-3): TensorBoard's upload
-(TrainingJobDefinition has no TensorBoardOutputConfig) and checkpoints: the definition's one
-CheckpointConfig S3Uri would be every candidate's, and a candidate would resume another's
-weights under its own hyperparameters. So no CheckpointConfig is sent, and spot (which needs
-checkpoints to resume) is refused; warm pools are documented for training jobs only.
+(TrainingJobDefinition has no TensorBoardOutputConfig). Its checkpoints: the definition's one
+CheckpointConfig, the launch's (the run's prefix, which is the tuning job's name), is every
+candidate's, and each candidate keeps its own below its job name there
+(job_io.own_checkpoints, TUN-6): a candidate restarted after a spot interruption resumes its
+own, never another's weights.
 """
 
 import copy
@@ -38,7 +40,7 @@ from maskrcnn_contract import hyperparameters, job_io, metrics
 
 from maskrcnn_launcher.deployment.settings import Deployment
 from maskrcnn_launcher.runs import lookup
-from maskrcnn_launcher.training import inputs, plan, validation
+from maskrcnn_launcher.training import init_from, inputs, plan, validation
 from maskrcnn_launcher.training.options import LaunchOptions, LaunchRequestError
 
 # HyperParameterTuningJobName (botocore's model; docs/aws-rules.md TUN-1).
@@ -210,11 +212,6 @@ def tuning_name_problems(name: str, deployment: Deployment) -> List[str]:
 
 def _launch_problems(launch: LaunchOptions) -> List[str]:
     problems = []
-    if launch.use_spot:
-        problems.append("spot (--spot, use_spot): a tuning job's candidates share the one "
-                        "CheckpointConfig of their definition and would resume each other's "
-                        "weights, so they keep no checkpoints, and spot needs them to resume "
-                        "after an interruption (docs/tuning.md): tune on demand")
     if launch.keep_alive_seconds:
         problems.append(f"keep-alive {launch.keep_alive_seconds} seconds (--keep-alive-seconds): "
                         "managed warm pools are documented for training jobs, not a tuning job's "
@@ -283,11 +280,11 @@ def _run_checks(launch: LaunchOptions, launch_plan: plan.LaunchPlan, info: dict)
 
 def _definition(sent: dict, tuned: Sequence[str], objective: Dict[str, str]) -> dict:
     """TrainingJobDefinition from the CreateTrainingJob request a launch would send: its fields
-    as they are, but the name (SageMaker names each candidate), the tuned hyperparameters (the
-    ranges), TensorBoardOutputConfig (no such field) and CheckpointConfig (one for all: TUN-3)."""
+    as they are (spot and CheckpointConfig included: each candidate keeps its checkpoints below
+    its name there, TUN-6), but the name (SageMaker names each candidate), the tuned
+    hyperparameters (the ranges) and TensorBoardOutputConfig (no such field)."""
     definition = {key: copy.deepcopy(value) for key, value in sent.items()
-                  if key not in ("TrainingJobName", "HyperParameters", "TensorBoardOutputConfig",
-                                 "CheckpointConfig")}
+                  if key not in ("TrainingJobName", "HyperParameters", "TensorBoardOutputConfig")}
     unknown = sorted(set(definition) - set(DEFINITION_FIELDS))
     if unknown:  # a field of the launch's the definition would not carry: never dropped quietly
         raise LaunchRequestError(f"the launch's request has {unknown}, which a tuning job's "
@@ -369,8 +366,12 @@ def tuning_job(deployment: Deployment, launch: LaunchOptions, tuning: TuningOpti
         "TrainingJobDefinition": _definition(sent, [r.name for r in tuning.ranges], objective),
     }
     check_request(request, deployment)
-    resources = sent["ResourceConfig"]
-    hours = sent["StoppingCondition"]["MaxRuntimeInSeconds"] / 3600
+    resources, stopping = sent["ResourceConfig"], sent["StoppingCondition"]
+    hours = stopping["MaxRuntimeInSeconds"] / 3600
+    # Where a candidate keeps its checkpoints, by the rule the job follows (TUN-6), for a
+    # placeholder of the number and suffix SageMaker names it with.
+    own = init_from.job_checkpoints({**candidate_request(request, ends(request)),
+                                     "TrainingJobName": f"{name}-NNN-xxxxxxxx"})
     notes = list(built.plan.notes) + [
         f"tuning job {name}: {tuning.strategy} search of "
         + "; ".join(item.describe() for item in tuning.ranges),
@@ -379,8 +380,12 @@ def tuning_job(deployment: Deployment, launch: LaunchOptions, tuning: TuningOpti
         f"{tuning.early_stopping}",
         f"at most {tuning.max_jobs} jobs, {tuning.max_parallel_jobs} at a time, each "
         f"{resources['InstanceCount']} x {resources['InstanceType']} for up to {hours:g} h: at "
-        f"most {tuning.max_jobs * resources['InstanceCount'] * hours:g} instance-hours",
-        "candidates keep no checkpoints and upload no TensorBoard summaries (docs/tuning.md)",
+        f"most {tuning.max_jobs * resources['InstanceCount'] * hours:g} instance-hours"
+        + (f"; managed spot, each waiting at most {stopping['MaxWaitTimeInSeconds'] / 3600:g} h "
+           "for capacity and its run" if sent.get("EnableManagedSpotTraining") else ""),
+        f"each candidate keeps its checkpoints below its training job's name, {own}, and resumes "
+        "only those after an interruption; candidates upload no TensorBoard summaries "
+        "(docs/tuning.md)",
     ]
     for note in notes:
         echo(note)
@@ -419,10 +424,25 @@ def ends(request: Mapping, which: str = "min") -> Dict[str, str]:
     return values
 
 
+def _checkpoint_problems(request: Mapping, deployment: Deployment) -> List[str]:
+    """The definition's CheckpointConfig is a launch's of the tuning job's run: S3Uri the run's
+    checkpoint prefix (below which each candidate keeps its own, TUN-6), LocalPath where the job
+    writes them."""
+    name = request["HyperParameterTuningJobName"]
+    expected = {"S3Uri": deployment.checkpoint_s3_uri(name),
+                "LocalPath": job_io.CHECKPOINT_LOCAL_PATH}
+    given = request["TrainingJobDefinition"].get("CheckpointConfig")
+    if given != expected:
+        return [f"CheckpointConfig {given}: expected {expected}, the run's checkpoint prefix, "
+                "below which each candidate keeps its own checkpoints under its job name"]
+    return []
+
+
 def check_request(request: Mapping, deployment: Deployment) -> None:
     """Raises LaunchRequestError naming every problem of a CreateHyperParameterTuningJob request:
-    its name (TUN-1), limits and objective (TUN-2, TUN-4), and its definition, through a candidate
-    at each end of the ranges checked as a launch is (validation.validate)."""
+    its name (TUN-1), limits and objective (TUN-2, TUN-4), its checkpoints (TUN-6), and its
+    definition, through a candidate at each end of the ranges checked as a launch is
+    (validation.validate: spot's wait at least the run, and checkpoints to resume from)."""
     problems = tuning_name_problems(request["HyperParameterTuningJobName"], deployment)
     config = request["HyperParameterTuningJobConfig"]
     limits = config["ResourceLimits"]
@@ -441,9 +461,7 @@ def check_request(request: Mapping, deployment: Deployment) -> None:
                 problems.append(f"{item['Name']} is both searched and static")
             if item.get("ScalingType") == LOGARITHMIC and float(item["MinValue"]) <= 0:
                 problems.append(f"{item['Name']}: Logarithmic scaling needs MinValue above 0")
-    if "CheckpointConfig" in definition or definition.get("EnableManagedSpotTraining"):
-        problems.append("the definition's one CheckpointConfig would be shared by every "
-                        "candidate (TUN-3)")
+    problems += _checkpoint_problems(request, deployment)
     for which in ("min", "max"):
         try:
             validation.validate(candidate_request(request, ends(request, which), suffix="0" * 8),

@@ -30,6 +30,7 @@ from maskrcnn_contract import hyperparameters, job_io
 
 from maskrcnn_launcher.deployment import instances
 from maskrcnn_launcher.deployment.settings import Deployment
+from maskrcnn_launcher.training import tracking
 from maskrcnn_launcher.training.options import (DEFAULT_DISTRIBUTION, FILE, HOROVOD, INPUT_MODES,
                                                 MAX_KEEP_ALIVE_SECONDS, MAX_RUN_SECONDS, MWMS,
                                                 PARAMETER_SERVER, LaunchRequestError)
@@ -38,7 +39,7 @@ TRAINING, STAGING = "training", "staging"
 # A tuning job's candidate, as SageMaker derives it from the definition (training/tuning.py): a
 # training job without TensorBoardOutputConfig, whose hyperparameters carry the objective's name.
 TUNING_CANDIDATE = "tuning candidate"
-TUNING_OBJECTIVE = "_tuning_objective_metric"
+TUNING_OBJECTIVE = job_io.TUNING_OBJECTIVE_METRIC
 
 # The toolkit's MPI settings share a prefix: any of them, sent or not, is the MPI runner's.
 _MPI_PREFIX = os.path.commonprefix(
@@ -288,20 +289,26 @@ def _hyperparameter_problems(hps: Mapping[str, str], channels: List[Mapping],
 PROGRAMS = {TRAINING: "train.py", TUNING_CANDIDATE: "train.py", STAGING: job_io.STAGING_PROGRAM}
 
 
-def _program_problems(request: Mapping, kind: str) -> List[str]:
+def _program_problems(request: Mapping, kind: str, deployment: Deployment) -> List[str]:
     """What the toolkit will start: the image's ENV (train.py), unless the request's Environment,
     which overrides it, names another program; never the hyperparameter, which the image's ENV
-    overrides (`toolkit_hyperparameter_problems` refuses it)."""
+    overrides (`toolkit_hyperparameter_problems` refuses it). And the Environment's MLflow
+    variables of a training job (tracking.environment_problems)."""
     problems = []
     if kind == STAGING:  # a training job's are checked with its distribution's
         problems += toolkit_hyperparameter_problems(request.get("HyperParameters", {}), None, {})
     environment = request.get("Environment") or {}
     # Nothing else: the container's environment is the image's. (The staging job reads a
     # sources file from its environment in tests, which a launched job must never reach.)
-    extra = sorted(set(environment) - {job_io.PROGRAM_ENV})
+    logs = kind in (TRAINING, TUNING_CANDIDATE)
+    extra = sorted(set(environment) - {job_io.PROGRAM_ENV}
+                   - (set(tracking.ENVIRONMENT) if logs else set()))
     if extra:
         problems.append(f"Environment {extra}: the launcher sends only {job_io.PROGRAM_ENV} "
-                        "(for staging); a job's environment is otherwise the image's")
+                        f"(for staging) and MLflow's {', '.join(tracking.ENVIRONMENT)} "
+                        "(for training); a job's environment is otherwise the image's")
+    if logs:
+        problems += tracking.environment_problems(environment, deployment)
     starts = environment.get(job_io.PROGRAM_ENV, PROGRAMS[TRAINING])
     if starts != PROGRAMS[kind]:
         problems.append(f"a {kind} job must start {PROGRAMS[kind]}, and this request starts "
@@ -341,7 +348,7 @@ def validate(request: Mapping, deployment: Deployment, kind: str) -> None:
             or list(vpc.get("SecurityGroupIds", [])) != list(deployment.security_group_ids)):
         problems.append(f"VPC config {vpc} differs from the deployment's subnet-ids and "
                         "security-group-ids (the notebook role may only create jobs inside those)")
-    problems += _program_problems(request, kind)
+    problems += _program_problems(request, kind, deployment)
     problems += _input_mode_problems(request)
     problems += _warm_pool_problems(request)
     if kind in (TRAINING, TUNING_CANDIDATE):

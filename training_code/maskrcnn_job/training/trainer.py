@@ -37,7 +37,7 @@ from maskrcnn_job.data import layout
 from maskrcnn_job.distribution.backend import Backend
 from maskrcnn_job.serving import export
 from maskrcnn_job.training import best as best_evaluation
-from maskrcnn_job.training import evaluation, experiment, init_from_checkpoint
+from maskrcnn_job.training import evaluation, experiment, init_from_checkpoint, tracking
 from maskrcnn_job.training import watchdog as stall
 from maskrcnn_job.training.schedule import Schedule
 
@@ -97,9 +97,12 @@ def locate_corruption(pattern: str) -> str:
 
 class Trainer:
     def __init__(self, hps: Hyperparameters, channel: layout.Channel, info: layout.DatasetInfo,
-                 backend: Backend, paths: Paths, watchdog: Optional[stall.Watchdog] = None):
+                 backend: Backend, paths: Paths, watchdog: Optional[stall.Watchdog] = None,
+                 tracker: Optional[tracking.Tracker] = None):
         self.channel, self.backend, self.paths = channel, backend, paths
         self.watchdog = watchdog or stall.Watchdog.off()
+        # The chief's MLflow run, when the launch names one: the metric lines go there too.
+        self.tracker = tracker or tracking.Tracker.off()
         self.seed = hps.seed
         self.schedule = Schedule.build(hps, info.splits[layout.TRAIN].num_images, backend.size)
         self.config = experiment.build(hps, channel, info, self.schedule,
@@ -152,7 +155,8 @@ class Trainer:
             channel.annotations(layout.VAL), hps.eval_max_images, categories=info.categories,
             source_ids=info.source_ids(),
             report_root=os.path.join(paths.output_data_dir, evaluation.REPORT_DIR),
-            loss_data_config=experiment.validation_loss_data(self.config))
+            loss_data_config=(experiment.validation_loss_data(self.config)
+                              if hps.validation_losses else None))
         # The chief's (start() reads an earlier job's of this run); the others get its decisions.
         self.best = best_evaluation.Best(hps.objective_metric, hps.early_stopping_min_delta)
         self.patience = hps.early_stopping_patience
@@ -315,6 +319,7 @@ class Trainer:
                                if name.endswith(("_AP", "_AP50")) or name == "eval/loss"))
             decision = self._track_best(values)
             metric_lines.emit(values)
+            self.tracker.log_metrics(values, self.step)
             self._write_summaries(values)
             self.evaluator.write_summaries(self.summary_writer, self.step)
         improved, self.stop_reason = self.backend.gather_objects(decision)[0]
@@ -382,6 +387,7 @@ class Trainer:
         print(f"step {step}/{total} epoch {values['train/epoch']:.2f} loss {values['train/loss']:.4f} "
               f"lr {values['train/learning_rate']:.5f} {speed}", flush=True)
         metric_lines.emit(values)
+        self.tracker.log_metrics(values, step)
         self._write_summaries(values)
 
     def _training_inputs(self, input_context: tf.distribute.InputContext) -> tf.data.Dataset:
@@ -496,6 +502,12 @@ class Trainer:
             self._export(model)
         self.backend.gather_objects("done")  # the other ranks wait until the export succeeded
         return final
+
+    def finish_tracking(self) -> None:
+        """The chief's MLflow run, once every process is done: the SavedModel and the evaluation
+        report beside it as artifacts, then FINISHED (nothing without a run)."""
+        self.tracker.finish(self.paths.model_dir, export.SERVING_VERSION,
+                            evaluation.MODEL_REPORT_DIR)
 
     def _restore_best(self, last: Optional[Dict[str, float]]) -> None:
         """The best evaluation's weights in the model, when it is not the last one (the chief

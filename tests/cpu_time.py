@@ -1,0 +1,56 @@
+"""The CPU time of each test's set-up, call and tear-down, its child processes included, and the
+ten largest at the end of the run: make test's budget is the machine's two cores, so what a test
+costs is its CPU seconds, which stay comparable when other processes share the machine (its wall
+time does not). Children count once they are waited for, as subprocess.run and Popen.wait do."""
+
+import resource
+
+import pytest
+
+_SHOWN = 10
+_spent = {}
+
+
+def _cpu_seconds() -> float:
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        usage = resource.getrusage(who)
+        total += usage.ru_utime + usage.ru_stime
+    return total
+
+
+def _measured(item, phase):
+    before = _cpu_seconds()
+    yield
+    _spent[(item.nodeid, phase)] = _cpu_seconds() - before
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    yield from _measured(item, "setup")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    yield from _measured(item, "call")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+    yield from _measured(item, "teardown")
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _spent:
+        return
+    terminalreporter.write_sep("=", f"largest {_SHOWN} CPU times (children included)")
+    for (nodeid, phase), seconds in sorted(_spent.items(), key=lambda kv: -kv[1])[:_SHOWN]:
+        terminalreporter.write_line(f"{seconds:8.1f}s cpu {phase:<8} {nodeid}")
+    by_file = {}
+    for (nodeid, _), seconds in _spent.items():
+        path = nodeid.split("::")[0]
+        by_file[path] = by_file.get(path, 0.0) + seconds
+    terminalreporter.write_sep("-", "by file")
+    for path, seconds in sorted(by_file.items(), key=lambda kv: -kv[1])[:_SHOWN]:
+        terminalreporter.write_line(f"{seconds:8.1f}s cpu {path}")
+    terminalreporter.write_line(f"{sum(_spent.values()):8.1f}s cpu in all")
