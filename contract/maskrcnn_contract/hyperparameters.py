@@ -400,6 +400,12 @@ def check_run_length(hps: Hyperparameters, length: RunLength) -> List[str]:
     return run_length_warnings(hps, length)
 
 
+def as_sent(value: Any) -> str:
+    """A hyperparameter's value as SageMaker hands it to the container: a string, booleans
+    lowercase (what `parse` reads back as the same value)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def decode(raw: Mapping[str, Any]) -> Dict[str, Any]:
     """Hyperparameters as sent (every value a string, JSON-encoded by some SDK versions:
     '"resnet50"', '2', 'true') -> Python values that `parse` accepts."""

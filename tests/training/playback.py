@@ -23,7 +23,7 @@ import time
 from contextlib import redirect_stdout
 from typing import Callable, Optional
 
-from maskrcnn_contract import job_io, metrics
+from maskrcnn_contract import hyperparameters, job_io, metrics
 
 from maskrcnn_local import local_run, sagemaker_job
 
@@ -52,7 +52,7 @@ def tiny_hyperparameters(**overrides) -> dict:
                   threads_per_rank=max(1, (os.cpu_count() or 1) // 2))
     values.update(item.split("=", 1) for item in args.hp)
     values.update(overrides)
-    return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in values.items()}
+    return {k: hyperparameters.as_sent(v) for k, v in values.items()}
 
 
 def prepare_dataset(work) -> str:

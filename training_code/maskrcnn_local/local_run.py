@@ -218,7 +218,7 @@ def _hyperparameters(args) -> dict:
               "backbone checkpoint, and this run has none)", flush=True)
     hyperparameters.parse(values)  # fail here, before any work, on a bad name or value
     # SageMaker hands every hyperparameter to the container as a string.
-    return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in values.items()}
+    return {k: hyperparameters.as_sent(v) for k, v in values.items()}
 
 
 def _saved_model_dir(model_dir: str) -> str:

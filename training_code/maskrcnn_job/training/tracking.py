@@ -28,7 +28,7 @@ import os
 import time
 from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
 
-from maskrcnn_contract import job_io
+from maskrcnn_contract import hyperparameters, job_io
 from maskrcnn_contract import metrics as metric_lines
 from maskrcnn_contract import tracking
 from maskrcnn_contract.hyperparameters import Hyperparameters
@@ -57,14 +57,11 @@ _HEADER_PROVIDERS = "mlflow.tracking.request_header.registry"
 _RETRIES = "urllib3.connectionpool"
 
 
-def param_text(value) -> str:
-    """A hyperparameter as a param: as SageMaker hands it to the job (booleans lowercase), so that
-    the job's parser reads the run's params back as the same hyperparameters."""
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
 def params_of(hps: Hyperparameters) -> Dict[str, str]:
-    return {name: param_text(value) for name, value in dataclasses.asdict(hps).items()}
+    """The hyperparameters as params, as SageMaker hands them to the job: the job's parser reads
+    the run's params back as the same hyperparameters."""
+    return {name: hyperparameters.as_sent(value)
+            for name, value in dataclasses.asdict(hps).items()}
 
 
 def metric_values(values: Mapping[str, float]) -> Dict[str, float]:
