@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from tests import cpu_time
+
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER = Path(__file__).resolve().parent / "simulate.mjs"
 PACKAGE = ROOT / "node_modules" / "@cloud-copilot" / "iam-simulate"
@@ -51,6 +53,7 @@ class Engine:
         self._lock = threading.Lock()
         self._next_id = 0
         self._cache: Dict[str, Decision] = {}
+        self._cpu_seconds = 0.0
         atexit.register(self.close)
 
     def close(self) -> None:
@@ -71,6 +74,9 @@ class Engine:
             if not line:
                 raise EngineError(f"{RUNNER.name} exited with {self._process.poll()}")
             answer = json.loads(line)
+            # The engine is waited for only at the end: its CPU counts for the test that asked.
+            cpu_time.add_waited(answer["cpuSeconds"] - self._cpu_seconds)
+            self._cpu_seconds = answer["cpuSeconds"]
             if "error" in answer:
                 raise EngineError(json.dumps(answer["error"]))
             decision = Decision(answer["result"], tuple(answer.get("decisive", ())),

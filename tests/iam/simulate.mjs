@@ -65,5 +65,9 @@ for await (const line of lines) {
   } catch (error) {
     out = { id, error: String(error?.stack ?? error) }
   }
+  // The engine's own CPU so far (user + system, seconds): the pytest side counts it for the test
+  // that asked (tests/cpu_time.py).
+  const cpu = process.cpuUsage()
+  out.cpuSeconds = (cpu.user + cpu.system) / 1e6
   process.stdout.write(JSON.stringify(out) + '\n')
 }

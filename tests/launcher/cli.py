@@ -10,8 +10,10 @@ imports them afresh). The forked command then runs as `python -m` would: its own
 arguments, the package's __main__ run by runpy, stdin from /dev/null, its stdout and stderr kept,
 its exit status returned. The IAM recorder is installed in it when the environment names a record
 file, as tests/iam/site/sitecustomize.py does in a fresh process (the zygote imported botocore
-before any record file existed). A zygote serves only commands whose environment, apart from the
-record file, is the one it started with; another environment starts another zygote.
+before any record file existed). A zygote serves only commands whose environment, apart from
+PER_COMMAND's variables, is the one it started with; another environment starts another zygote.
+Its imports' CPU and each command's are counted for the test that caused them
+(tests/cpu_time.py).
 
 `cli_process` starts a fresh interpreter: the entry point itself, as a pipeline runs it.
 """
@@ -28,6 +30,7 @@ import sys
 import tempfile
 from typing import Dict, Tuple
 
+from tests import cpu_time
 from tests.iam import recorder
 from tests.launcher.conftest import NOTEBOOKS
 
@@ -40,12 +43,13 @@ PRELOADED = ("sagemaker.train", "sagemaker.core.helper.session_helper",
              "tensorboard.compat.tensorflow_stub", "numpy", "matplotlib", "matplotlib.pyplot")
 
 _ZYGOTE = r'''
-import importlib, importlib.util, json, os, runpy, sys
+import importlib, importlib.util, json, os, resource, runpy, sys
 
 for name in json.loads(sys.argv[1]):
     importlib.import_module(name)
 requests, answers = os.fdopen(0, "r"), os.fdopen(int(sys.argv[2]), "w", buffering=1)
-answers.write(json.dumps({"ready": True}) + "\n")
+imports = resource.getrusage(resource.RUSAGE_SELF)
+answers.write(json.dumps({"ready": True, "cpu_s": imports.ru_utime + imports.ru_stime}) + "\n")
 for line in requests:
     request = json.loads(line)
     pid = os.fork()
@@ -71,8 +75,9 @@ for line in requests:
         runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
         sys.exit(0)
     answers.write(json.dumps({"pid": pid}) + "\n")
-    _, status = os.waitpid(pid, 0)
-    answers.write(json.dumps({"status": os.waitstatus_to_exitcode(status)}) + "\n")
+    _, status, usage = os.wait4(pid, 0)
+    answers.write(json.dumps({"status": os.waitstatus_to_exitcode(status),
+                              "cpu_s": usage.ru_utime + usage.ru_stime}) + "\n")
 '''
 
 
@@ -85,7 +90,7 @@ class _Zygote:
             pass_fds=(self._answer_fd,))
         os.close(self._answer_fd)
         self._answers = os.fdopen(read_end, "r")
-        self._answer(TIMEOUT_S)   # the imports done
+        cpu_time.add_waited(self._answer(TIMEOUT_S)["cpu_s"])   # the imports done
 
     def _answer(self, deadline_s: float) -> dict:
         ready, _, _ = select.select([self._answers], [], [], deadline_s)
@@ -107,12 +112,15 @@ class _Zygote:
             self.process.stdin.flush()
             pid = self._answer(30)["pid"]
             try:
-                status = self._answer(timeout)["status"]
+                answer = self._answer(timeout)
             except TimeoutError:
                 os.killpg(pid, signal.SIGKILL)
                 self._answer(30)
                 raise subprocess.TimeoutExpired(["python", "-m", "maskrcnn_launcher", *args],
                                                 timeout)
+            # The command is the zygote's child, not this process's: counted where it ran.
+            cpu_time.add_waited(answer["cpu_s"])
+            status = answer["status"]
             with open(request["stdout"], encoding="utf-8") as stdout, \
                     open(request["stderr"], encoding="utf-8") as stderr:
                 return subprocess.CompletedProcess(
@@ -125,6 +133,10 @@ class _Zygote:
 
 
 _zygotes: Dict[Tuple, _Zygote] = {}
+# Variables that differ from command to command without bearing on what the zygote imported: the
+# IAM record file, and the test pytest is running (PYTEST_CURRENT_TEST: keyed on it, every test
+# started a zygote of its own, ~4 s of CPU each). Each command still gets its own values.
+PER_COMMAND = (recorder.RECORD_ENV, "PYTEST_CURRENT_TEST")
 
 
 def _environment(fake_aws) -> Dict[str, str]:
@@ -134,9 +146,10 @@ def _environment(fake_aws) -> Dict[str, str]:
 def cli(fake_aws, *args, timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess:
     """The command's exit status, stdout and stderr, as subprocess.run(text=True) gives them."""
     env = _environment(fake_aws)
-    key = tuple(sorted((k, v) for k, v in env.items() if k != recorder.RECORD_ENV))
+    shared = {k: v for k, v in env.items() if k not in PER_COMMAND}
+    key = tuple(sorted(shared.items()))
     if key not in _zygotes:
-        _zygotes[key] = _Zygote({k: v for k, v in env.items() if k != recorder.RECORD_ENV})
+        _zygotes[key] = _Zygote(shared)
     return _zygotes[key].run(args, env, timeout)
 
 

@@ -232,11 +232,13 @@ def runs(tmp_path_factory, launcher_deployment):
 
 
 def test_loss_decreases(runs):
-    losses = _losses(runs["first"].stdout)
-    assert len(losses) == 4  # steps 5, 10, 15, 20
+    output = runs["first"].stdout
+    logged = "\n".join(line for line in output.splitlines() if "train/" in line)
+    losses = _losses(output)
+    assert len(losses) == 4, logged  # steps 5, 10, 15, 20
     assert_the_loss_falls("horovod", losses)
-    rpn_score_losses = _losses(runs["first"].stdout, "rpn_score_loss")
-    assert len(rpn_score_losses) == 4
+    rpn_score_losses = _losses(output, "rpn_score_loss")
+    assert len(rpn_score_losses) == 4, logged
     assert_the_rpn_learns("horovod", rpn_score_losses)
 
 
