@@ -71,7 +71,7 @@ class Notebook(Construct):
             description=f"{config.deployment_name}: notebook instance that launches training jobs",
         )
         self._grant_launching(network, training)
-        self._grant_deploying(network, training)
+        self._grant_deploying(network, training, storage)
         self._grant_idle_alarms(training, monitoring)
         self._grant_registering(registry)
         if experiments is not None:  # the MLflow UI, read only, and Stop/Start of the server
@@ -276,10 +276,11 @@ class Notebook(Construct):
            wildcard_reason="Log streams are one per job host or per lifecycle script (':*' is the streams of "
            "the two named groups); CloudWatch metric reads support no resource but '*'.")
 
-    def _grant_deploying(self, network: Network, training: Training) -> None:
+    def _grant_deploying(self, network: Network, training: Training, storage: Storage) -> None:
         """The launcher's deploy path (notebooks/maskrcnn_launcher/serving/endpoint_plan.py): a model in the
         training VPC with the model role, an endpoint configuration and an endpoint, Application
-        Auto Scaling of the endpoint's variant (target tracking), invocations, and the reverse.
+        Auto Scaling of the endpoint's variant (target tracking), invocations, and the reverse; and
+        predict-batch's transform jobs of such a model (docs/aws-rules.md BT-1).
         Every SageMaker resource is named '<prefix>-...' like the training jobs
         (docs/aws-rules.md IAM-3, IAM-4, IAM-5)."""
         prefix = training.job_name_prefix
@@ -288,6 +289,7 @@ class Notebook(Construct):
             return self._stack.format_arn(service="sagemaker", resource=resource, resource_name=f"{prefix}-*")
 
         models, configs, endpoints = arn("model"), arn("endpoint-config"), arn("endpoint")
+        transforms, key_arn = arn("transform-job"), storage.data_key.key_arn
         policy(self, "DeployModels", self.role, [
             iam.PolicyStatement(
                 sid="CreateModelsInTheTrainingVpcOnly",
@@ -327,14 +329,28 @@ class Notebook(Construct):
                 actions=["sagemaker:AddTags", "sagemaker:ListTags"],
                 resources=[models, configs, endpoints]),
             iam.PolicyStatement(
+                # predict-batch (BT-1): the deployment's own model, its answers encrypted with
+                # the deployment's key, an EBS volume (where the type has one) with it too.
+                sid="BatchTransformsOfOwnModelsWithTheDeploymentsKey",
+                actions=["sagemaker:CreateTransformJob"],
+                resources=[transforms],
+                conditions={"ArnLike": {"sagemaker:ModelArn": models},
+                            "StringEquals": {"sagemaker:OutputKmsKeyArn": key_arn},
+                            "StringEqualsIfExists": {"sagemaker:VolumeKmsKeyArn": key_arn}}),
+            iam.PolicyStatement(
+                sid="FollowOwnBatchTransforms",
+                actions=["sagemaker:DescribeTransformJob", "sagemaker:StopTransformJob"],
+                resources=[transforms]),
+            iam.PolicyStatement(
                 sid="PassTheModelRoleToSageMakerOnly",
                 actions=["iam:PassRole"],
                 resources=[training.model_role.role_arn],
                 conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}),
-        ], wildcards=("*", f":model/{prefix}-*", f":endpoint-config/{prefix}-*", f":endpoint/{prefix}-*"),
-           wildcard_reason=f"Models, endpoint configurations and endpoints are named at deploy time, "
-           f"all starting '{prefix}-'; models must attach to the training subnets and security group; "
-           "sagemaker:ListEndpoints supports no resource but '*'.")
+        ], wildcards=("*", f":model/{prefix}-*", f":endpoint-config/{prefix}-*", f":endpoint/{prefix}-*",
+                      f":transform-job/{prefix}-*"),
+           wildcard_reason=f"Models, endpoint configurations, endpoints and transform jobs are named "
+           f"at deploy or predict time, all starting '{prefix}-'; models must attach to the training "
+           "subnets and security group; sagemaker:ListEndpoints supports no resource but '*'.")
 
         service_linked_role = (
             f"arn:{self._stack.partition}:iam::{self._stack.account}:role/aws-service-role/"

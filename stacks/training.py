@@ -174,8 +174,10 @@ class Training(Construct):
             description=f"{self.config.deployment_name}: execution role of models hosted on endpoints",
         )
         bucket, key = storage.data_bucket, storage.data_key
-        # model.tar.gz lies under the output prefix, where the training jobs wrote it.
-        bucket_prefixes(self, "ModelRoleData", role, bucket, key, read=[layout.output])
+        # model.tar.gz lies under the output prefix, where the training jobs wrote it; a batch
+        # transform reads its images below the samples prefix as this role (BT-1).
+        bucket_prefixes(self, "ModelRoleData", role, bucket, key,
+                        read=[layout.output, layout.samples])
         capture = layout.output + ssm.DATA_CAPTURE_PREFIX
         policy(self, "ModelRoleDataCapture", role, [
             iam.PolicyStatement(actions=["s3:PutObject", "s3:AbortMultipartUpload"],
@@ -184,6 +186,14 @@ class Training(Construct):
         ], wildcards=(f"/{capture}*",), wildcard_reason=
            f"Endpoint data capture writes objects named at run time under {capture} of the data "
            "bucket, and nowhere else.")
+        predictions = layout.output + ssm.PREDICTIONS_PREFIX
+        policy(self, "ModelRoleBatchPredictions", role, [
+            iam.PolicyStatement(actions=["s3:PutObject", "s3:AbortMultipartUpload"],
+                                resources=[bucket.arn_for_objects(predictions + "*")]),
+            iam.PolicyStatement(actions=["kms:Encrypt", "kms:GenerateDataKey"], resources=[key.key_arn]),
+        ], wildcards=(f"/{predictions}*",), wildcard_reason=
+           f"A batch transform writes one answer per image, named at run time, under {predictions} "
+           "of the data bucket, and nowhere else (BT-1).")
         policy(self, "ModelRoleImagePull", role, [
             iam.PolicyStatement(actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer",
                                          "ecr:BatchCheckLayerAvailability"],
@@ -192,17 +202,21 @@ class Training(Construct):
         ], "ecr:GetAuthorizationToken supports no resource but '*'; pulls are limited to the "
            "region's TensorFlow inference Deep Learning Container repository.")
         endpoint_logs = log_group_arn(stack, f"/aws/sagemaker/Endpoints/{prefix}-*")
+        # Every transform job's streams go to this one group, <job>/<instance>... (BT-1).
+        transform_logs = log_group_arn(stack, "/aws/sagemaker/TransformJobs")
         policy(self, "ModelRoleLogsAndMetrics", role, [
             iam.PolicyStatement(
                 actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents",
                          "logs:DescribeLogStreams"],
-                resources=[endpoint_logs]),
+                resources=[endpoint_logs, transform_logs]),
             iam.PolicyStatement(
                 actions=["cloudwatch:PutMetricData"], resources=["*"],
                 conditions={"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}}),
-        ], wildcards=("*", f"/aws/sagemaker/Endpoints/{prefix}-*:*"), wildcard_reason=
+        ], wildcards=("*", f"/aws/sagemaker/Endpoints/{prefix}-*:*",
+                      "/aws/sagemaker/TransformJobs:*"), wildcard_reason=
            f"SageMaker writes one log group per endpoint, /aws/sagemaker/Endpoints/<endpoint>, "
-           f"and endpoint names start with '{prefix}-'; cloudwatch:PutMetricData supports no "
+           f"and endpoint names start with '{prefix}-'; every batch transform's log streams go "
+           "to the one group /aws/sagemaker/TransformJobs; cloudwatch:PutMetricData supports no "
            "resource but '*' and is limited to SageMaker's namespaces by condition.")
         # Hosted models in a VPC also describe its endpoints (SageMaker developer guide, "Give
         # SageMaker Hosted Endpoints Access to Resources in Your Amazon VPC").

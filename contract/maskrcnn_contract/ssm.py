@@ -55,6 +55,10 @@ BOOLEANS = ("internet-egress",)
 # Endpoint data capture goes to s3://<data-bucket>/<output-prefix><DATA_CAPTURE_PREFIX>...: the
 # model role may write there and nowhere else (it only reads the rest of the output prefix).
 DATA_CAPTURE_PREFIX = "data-capture/"
+# Batch predictions (the launcher's predict-batch) go to
+# s3://<data-bucket>/<output-prefix><PREDICTIONS_PREFIX><name>/: the transform's answers, written as
+# the model role, and the predictions files the launcher writes there.
+PREDICTIONS_PREFIX = "predictions/"
 
 
 def parameter_name(ssm_path: str, leaf: str) -> str:

@@ -11,6 +11,8 @@ One folder per flow, each importing only the folders before it in this list:
   data/        exports uploaded and datasets listed (exports), staged (staging), copied to EFS and
                FSx (file_systems); staging runs a job built as a launch is
   serving/     endpoint_plan, endpoints, invocation, detections
+  labeling/    batch predictions over an S3 prefix (predictions: their COCO files), the labeling
+               tools' pre-annotations, which images to label next
   cli/         `python -m maskrcnn_launcher`, one module per flow
 Importing the package does not import the SageMaker SDK; training's `jobs`, `session` and
 `submit` do.

@@ -54,9 +54,14 @@ def _text(value):
     return str(value)
 
 
-def _context(spec: dict, params: dict) -> dict:
+def _context(spec: dict, params: dict, resolve=None) -> dict:
+    """The request's condition keys: each a parameter's dotted path, or "=<template>" for an ARN
+    AWS derives from the request (resolved like a resource, e.g. the model a transform uses)."""
     context = {}
     for key, path in spec.items():
+        if path.startswith("="):
+            context[key] = resolve(path[1:])
+            continue
         value = _value(params, path)
         if value is None or value == []:
             continue
@@ -95,7 +100,9 @@ def needs_of(call: dict, known: Known) -> List[Need]:
         raise Unmapped(f"{key} is not in the table: add {key} to the table ({TABLE}), with its "
                        "source")
     needs = [Need(n["action"], _resource(n["resource"], call, known),
-                  _context(n["context"], call["params"]), why=f"{key}: {entry['source']}")
+                  _context(n["context"], call["params"],
+                           lambda template: _resource(template, call, known)),
+                  why=f"{key}: {entry['source']}")
              for n in entry["needs"]]
     for name in entry.get("implies", ()):
         needs += RULES[name](call, known)

@@ -384,6 +384,32 @@ def endpoint_runs_as_the_model_role(call: dict, known: Known) -> List[Need]:
     return needs
 
 
+@rule
+def transform_job_runs_as_the_model_role(call: dict, known: Known) -> List[Need]:
+    """A batch transform runs its model as the model's role: it lists and reads the input prefix,
+    writes each answer below the output path (with the output key when one is given) and writes
+    its logs and metrics (SageMaker Developer Guide, "CreateModel API: Execution Role
+    Permissions"; docs/aws-rules.md BT-1)."""
+    params = call["params"]
+    model = params["ModelName"]
+    role = known.models.get(model)
+    if role is None:
+        raise LookupError(f"CreateTransformJob of {model}, whose CreateModel the test did not "
+                          "make: the transform's role is unknown")
+    why = (f"SageMaker runs transform job {params['TransformJobName']} as {model}'s {role} role: "
+           f"{SAGEMAKER_ROLES}#sagemaker-roles-createmodel-perms")
+    source = params["TransformInput"]["DataSource"]["S3DataSource"]["S3Uri"]
+    output = params["TransformOutput"]
+    bucket, prefix = split_s3_uri(output["S3OutputPath"])
+    needs = _s3_reads(source, known, why, role)
+    needs += _s3_write(f"arn:aws:s3:::{bucket}/{prefix}image.jpg.out", bucket, known, why, role,
+                       output.get("KmsKeyId"))
+    needs += _logs("/aws/sagemaker/TransformJobs",
+                   f"{params['TransformJobName']}/i-0123456789abcdef0-1700000000",
+                   "/aws/sagemaker/TransformJobs", known, why, role)
+    return needs
+
+
 # --- Application Auto Scaling ------------------------------------------------------------------
 
 SCALING_PERMISSIONS = ("https://docs.aws.amazon.com/autoscaling/application/userguide/"

@@ -231,6 +231,29 @@ OPERATIONS = {
         "needs": [_need("sagemaker:DeleteModel", SAGEMAKER + "model/{ModelName|lower}")],
         "source": SAR + "list_amazonsagemakerai.html",
     },
+    "sagemaker.CreateTransformJob": {
+        "needs": [_need("sagemaker:CreateTransformJob",
+                        SAGEMAKER + "transform-job/{TransformJobName|lower}", {
+                            "sagemaker:InstanceTypes": "TransformResources.InstanceType",
+                            "sagemaker:ModelArn": "=" + SAGEMAKER + "model/{ModelName|lower}",
+                            "sagemaker:OutputKmsKeyArn": "TransformOutput.KmsKeyId",
+                            "sagemaker:VolumeKmsKeyArn": "TransformResources.VolumeKmsKeyId",
+                            "@tags": "Tags",
+                        })],
+        "implies": ["sagemaker_tags_on_create", "transform_job_runs_as_the_model_role"],
+        "source": SAR + "list_amazonsagemakerai.html (CreateTransformJob: transform-job; "
+                  "condition keys InstanceTypes, ModelArn, OutputKmsKeyArn, VolumeKmsKeyArn)",
+    },
+    "sagemaker.DescribeTransformJob": {
+        "needs": [_need("sagemaker:DescribeTransformJob",
+                        SAGEMAKER + "transform-job/{TransformJobName|lower}")],
+        "source": SAR + "list_amazonsagemakerai.html",
+    },
+    "sagemaker.StopTransformJob": {
+        "needs": [_need("sagemaker:StopTransformJob",
+                        SAGEMAKER + "transform-job/{TransformJobName|lower}")],
+        "source": SAR + "list_amazonsagemakerai.html",
+    },
     "sagemaker.CreateEndpointConfig": {
         "needs": [_need("sagemaker:CreateEndpointConfig",
                         SAGEMAKER + "endpoint-config/{EndpointConfigName|lower}", {

@@ -144,7 +144,8 @@ def fake_aws(tmp_path_factory):
     # the user's home.
     environment = dict(_environment(aws.endpoint),
                        MASKRCNN_TENSORBOARD_DIR=str(tmp_path_factory.mktemp("tensorboard")),
-                       MASKRCNN_REPORTS_DIR=str(tmp_path_factory.mktemp("reports")))
+                       MASKRCNN_REPORTS_DIR=str(tmp_path_factory.mktemp("reports")),
+                       MASKRCNN_PREDICTIONS_DIR=str(tmp_path_factory.mktemp("predictions")))
     os.environ.update(environment)
     aws.parameters = _seed(aws)
     aws.vpc_id = aws.client("ec2").describe_subnets(

@@ -98,6 +98,10 @@ CREATE_MODEL_PACKAGE = "SageMaker.CreateModelPackage"
 UPDATE_MODEL_PACKAGE = "SageMaker.UpdateModelPackage"
 LIST_MODEL_PACKAGES = "SageMaker.ListModelPackages"
 REGISTRY_TARGETS = (CREATE_MODEL_PACKAGE, UPDATE_MODEL_PACKAGE, LIST_MODEL_PACKAGES)
+CREATE_TRANSFORM_JOB = "SageMaker.CreateTransformJob"
+# CreateTransformJob: MaxPayloadInMB at most 100, and MaxConcurrentTransforms x MaxPayloadInMB
+# too (docs/aws-rules.md BT-2).
+MAX_TRANSFORM_PAYLOAD_MB = 100
 # Serving requests recorded as sent: {X-Amz-Target: operation name}.
 SERVING_TARGETS = {
     "SageMaker.CreateModel": "CreateModel",
@@ -114,6 +118,19 @@ INVOCATION_ANSWER = {
                     "score": 0.91, "mask": [[0.9 if 4 <= c < 24 else 0.1 for c in range(28)]
                                             for _ in range(28)]}],
 }
+
+def default_transform_answer(key: str, data: bytes) -> Optional[dict]:
+    """The played transform's answer for an image: INVOCATION_ANSWER's detection at the image's
+    size (read with Pillow); None (a failure) for what Pillow cannot read, as the handler fails
+    on it."""
+    from PIL import Image
+
+    try:
+        width, height = Image.open(io.BytesIO(data)).size
+    except OSError:
+        return None
+    return dict(INVOCATION_ANSWER, image_size=[height, width])
+
 
 # What the fake staging job writes as a dataset's dataset_info.json (data/layout.py's DatasetInfo).
 # Enough training images for the default schedule (12 epochs, warmup_steps=500) on the launches'
@@ -157,7 +174,8 @@ def _task_report(ap: float) -> dict:
 # A report as the job writes it beside the model, with what its table reads.
 FAKE_REPORT = {"schema": evaluation_report.SCHEMA, "step": 200, "evaluator": "pycocotools 2.0.11",
                "images": 50, "detections": 140,
-               "categories": [{"id": 1, "name": "person"}, {"id": 2, "name": "bicycle"}],
+               "categories": [{"id": 1, "source_id": 1, "name": "person"},
+                              {"id": 2, "source_id": 2, "name": "bicycle"}],
                "tasks": {"bbox": _task_report(0.412), "segm": _task_report(0.377)}}
 # The smallest PNG (1x1, grey): the pictures' bytes only have to come back unchanged.
 FAKE_PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010800000000"
@@ -226,8 +244,11 @@ class WarmPool:
 
 
 class FakeAws:
-    def __init__(self, region: str):
+    def __init__(self, region: str, play_transforms: bool = True):
+        """`play_transforms`: False leaves a transform job as moto keeps it (Completed, nothing
+        written): tests/training plays it with the trained model (maskrcnn_local/batch_transform.py)."""
         self.region = region
+        self.play_transforms = play_transforms
         self.create_training_job_requests: List[dict] = []
         # CreateHyperParameterTuningJob requests as sent, and each tuning job's candidates.
         self.create_tuning_job_requests: List[dict] = []
@@ -243,6 +264,10 @@ class FakeAws:
         self.fail_endpoints: Dict[str, str] = {}  # endpoint name -> FailureReason
         # Application Auto Scaling resource id -> the message RegisterScalableTarget refuses with
         self.fail_scaling: Dict[str, str] = {}
+        # CreateTransformJob requests as sent; what the played transform answers for an image:
+        # (key, bytes) -> the handler's JSON answer, or None for an image it fails on.
+        self.create_transform_job_requests: List[dict] = []
+        self.transform_answer = default_transform_answer
         self._lock = threading.Lock()
         self._session = boto3.session.Session(region_name=region)
         self._clients: Dict[str, object] = {}
@@ -318,11 +343,13 @@ class FakeAws:
             return self._invoke(environ, start_response, invocation.group(1))
         if target not in (CREATE_TRAINING_JOB, DESCRIBE_DRA, *SERVING_TARGETS,
                           *WARM_POOL_TARGETS, CREATE_TUNING_JOB, LIST_CANDIDATES,
-                          *REGISTRY_TARGETS):
+                          *REGISTRY_TARGETS, CREATE_TRANSFORM_JOB):
             return self._app(environ, start_response)
         length = int(environ.get("CONTENT_LENGTH") or 0)
         body = environ["wsgi.input"].read(length)
         params = json.loads(body or b"{}")
+        if target == CREATE_TRANSFORM_JOB:
+            return self._create_transform_job(environ, body, params, start_response)
         if target == CREATE_TUNING_JOB:
             return self._create_tuning_job(environ, body, params, start_response)
         if target == LIST_CANDIDATES:
@@ -373,6 +400,57 @@ class FakeAws:
         self._run_job(params)
         return response
 
+    # --- batch transform ---------------------------------------------------------------------
+
+    def _transform_refusal(self, params: Dict) -> List[str]:
+        """What SageMaker refuses of a CreateTransformJob: botocore's model, the payload limits
+        (BT-2) and a model that does not exist."""
+        found = service_model.problems("sagemaker", "CreateTransformJob", params)
+        payload = params.get("MaxPayloadInMB", 6)
+        if payload > MAX_TRANSFORM_PAYLOAD_MB:
+            found.append(f"MaxPayloadInMB {payload} is above {MAX_TRANSFORM_PAYLOAD_MB}")
+        if params.get("MaxConcurrentTransforms", 1) * payload > MAX_TRANSFORM_PAYLOAD_MB:
+            found.append("MaxConcurrentTransforms x MaxPayloadInMB is above "
+                         f"{MAX_TRANSFORM_PAYLOAD_MB}")
+        if params.get("ModelName") not in self.sagemaker_backend()._models:
+            found.append(f"Could not find model {params.get('ModelName')}")
+        return found
+
+    def _create_transform_job(self, environ, body: bytes, params: Dict, start_response):
+        return self._created_as_checked(
+            environ, body, params, start_response, self._transform_refusal(params),
+            self.create_transform_job_requests,
+            self._play_transform_job if self.play_transforms else None)
+
+    def _play_transform_job(self, params: Dict) -> None:
+        """What the transform writes (BT-3): for each object below the input prefix, the
+        answer `transform_answer` gives as <output path><its path below the prefix>.out, with the
+        output key; none for an image it fails on, and the job then ends Failed."""
+        s3 = self.client("s3")
+        source = params["TransformInput"]["DataSource"]["S3DataSource"]["S3Uri"]
+        bucket, _, prefix = source[len("s3://"):].partition("/")
+        out_bucket, _, out_prefix = params["TransformOutput"]["S3OutputPath"][len("s3://"):] \
+            .partition("/")
+        out_prefix = out_prefix if not out_prefix or out_prefix.endswith("/") else out_prefix + "/"
+        key_id = params["TransformOutput"].get("KmsKeyId")
+        failed = []
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            for item in page.get("Contents", []):
+                data = s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
+                answer = self.transform_answer(item["Key"], data)
+                if answer is None:
+                    failed.append(item["Key"])
+                    continue
+                extra = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": key_id} if key_id else {}
+                s3.put_object(Bucket=out_bucket,
+                              Key=out_prefix + item["Key"][len(prefix):] + ".out",
+                              Body=json.dumps(answer).encode(), **extra)
+        if failed:
+            job = self.sagemaker_backend().transform_jobs[params["TransformJobName"]]
+            job.transform_job_status = "Failed"
+            job.failure_reason = (f"ClientError: See job logs for more information "
+                                  f"({len(failed)} object(s) failed)")
+
     # --- hyperparameter tuning -----------------------------------------------------------------
 
     @staticmethod
@@ -397,15 +475,23 @@ class FakeAws:
         return found
 
     def _create_tuning_job(self, environ, body: bytes, params: Dict, start_response):
-        refusal = self._tuning_refusal(params)
+        return self._created_as_checked(environ, body, params, start_response,
+                                        self._tuning_refusal(params),
+                                        self.create_tuning_job_requests, self._play_tuning_job)
+
+    def _created_as_checked(self, environ, body: bytes, params: Dict, start_response,
+                            refusal: List[str], sent: List[dict], play) -> list:
+        """A Create call SageMaker refuses with `refusal` answered as it does (nothing stored);
+        else moto's answer, the request recorded in `sent` and `play` (if any) run on it."""
         if refusal:
             return _json_answer(start_response, "400 Bad Request", "ValidationException",
                                 "; ".join(refusal))
         environ["wsgi.input"] = io.BytesIO(body)
         response = list(self._app(environ, start_response))
         with self._lock:
-            self.create_tuning_job_requests.append(params)
-        self._play_tuning_job(params)
+            sent.append(params)
+        if play:
+            play(params)
         return response
 
     def _play_tuning_job(self, params: Dict) -> None:

@@ -492,3 +492,23 @@ def test_the_notebook_role_puts_alarms_that_notify_the_deployments_topic_and_not
                  _put_alarm("other-endpoint-idle", [topic])):
         denial, = check.denials([call], "notebook")
         assert denial.action == "cloudwatch:PutMetricAlarm", denial.text
+
+
+def test_a_drawn_mask_is_blended_at_the_mask_opacity():
+    """A sure mask (probability 1) colours its pixels MASK_OPACITY of the way from the image to
+    the class's colour, once (pasting the layer with itself as the mask squared the opacity)."""
+    from PIL import Image
+
+    from maskrcnn_contract.palette import colour
+    from maskrcnn_launcher.serving import detections
+
+    background = (160, 40, 160)
+    out = io.BytesIO()
+    Image.new("RGB", (120, 80), background).save(out, "PNG")
+    answer = {"detections": [{"bbox": [10.0, 10.0, 60.0, 40.0], "category_id": 1, "score": 0.9,
+                              "mask": [[1.0] * 28 for _ in range(28)]}]}
+    drawn = detections.draw(out.getvalue(), answer)
+    alpha = round(255 * detections.MASK_OPACITY) / 255
+    expected = tuple(round(b + (c - b) * alpha) for b, c in zip(background, colour(1)))
+    pixel = drawn.getpixel((40, 30))  # inside the box, away from its outline and label
+    assert all(abs(p - e) <= 2 for p, e in zip(pixel, expected)), (pixel, expected)

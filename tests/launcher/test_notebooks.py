@@ -303,3 +303,28 @@ def test_launch_notebook_tunes_the_launch_when_asked_and_names_the_best_candidat
     best, = re.findall(rf"best so far: ({name}-\d{{3}}-[0-9a-f]{{8}})", output)[-1:]
     assert f"tuning job {name}: its best candidate {best}" in output
     assert f"best candidate: {best}" in output
+
+
+def test_inference_notebook_predicts_a_batch_and_hands_it_to_labeling(fake_aws):
+    """The notebook's last section: a Batch Transform over a prefix of the samples prefix, its
+    predictions collected, the pre-annotations, ranking and contact sheet written and uploaded
+    (docs/labeling.md; the requests themselves: test_predict_batch.py)."""
+    job = completed_training_job(fake_aws)
+    image = _sample_image(fake_aws)
+    fake_aws.client("s3").put_object(Bucket=BUCKET, Key="samples/nb-batch/a.jpg", Body=image)
+    before = len(fake_aws.create_transform_job_requests)
+    output = execute("inference.ipynb", {"LATENCY_REQUESTS": 1, "INSTANCE_TYPE": "ml.g4dn.xlarge",
+                                         "BATCH_INPUT": f"s3://{BUCKET}/samples/nb-batch/"})
+    request, = fake_aws.create_transform_job_requests[before:]
+    assert request["TransformInput"]["DataSource"]["S3DataSource"]["S3Uri"] \
+        == f"s3://{BUCKET}/samples/nb-batch/"
+    name = request["TransformJobName"]
+    assert f"training job:  {job}" in output
+    assert "images:      1 (1 answered, 0 failed, 0 without a detection)" in output
+    assert "Label next (ranking.csv" in output and "CVAT (cvat-coco.json):" in output
+    assert '"image/jpeg"' in output  # the contact sheet shown
+    listed = fake_aws.client("s3").list_objects_v2(
+        Bucket=BUCKET, Prefix=f"jobs/predictions/{name}/")["Contents"]
+    assert f"jobs/predictions/{name}/predictions.json" in {o["Key"] for o in listed}
+    # Other tests of this notebook send every image below the samples prefix.
+    fake_aws.client("s3").delete_object(Bucket=BUCKET, Key="samples/nb-batch/a.jpg")

@@ -11,8 +11,8 @@ PACKAGE = "maskrcnn_launcher"
 ROOT = NOTEBOOKS / PACKAGE
 # The flows, each importing only those before it (maskrcnn_launcher/__init__.py): the deployment
 # is read by all; runs are looked up by training (fine-tuning), data (staging runs a job built as a
-# launch is) and serving; the CLI assembles them all.
-FLOWS = ("deployment", "runs", "training", "data", "serving", "cli")
+# launch is) and serving; labeling predicts with what serving serves; the CLI assembles them all.
+FLOWS = ("deployment", "runs", "training", "data", "serving", "labeling", "cli")
 # Modules by dotted name below the package ("training.jobs"); the package's own __init__ and
 # __main__ are "" and "__main__".
 SOURCES = {".".join(path.relative_to(ROOT).with_suffix("").parts).replace(".__init__", "")

@@ -183,7 +183,9 @@ def _serve(stdin=sys.stdin) -> None:
     from tests.launcher.conftest import _seed
     from tests.launcher.fake_aws import FakeAws
 
-    aws = FakeAws(REGION).start()
+    # A transform is played with the trained model (maskrcnn_local/batch_transform.py), not the
+    # fake's canned answers.
+    aws = FakeAws(REGION, play_transforms=False).start()
     parameters = _seed(aws)
     print(json.dumps({"endpoint": aws.endpoint, "parameters": parameters}), flush=True)
     stdin.read()  # until the test process closes it

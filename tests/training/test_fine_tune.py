@@ -218,10 +218,7 @@ def test_the_job_logs_what_it_restored_and_trains(runs):
 
 
 def test_predict_and_the_endpoint_handler_answer_with_the_new_class_names(runs):
-    import tensorflow as tf
-
-    from maskrcnn_local import predict
-    from tests.training.test_job import _serve_as_the_container_would
+    from maskrcnn_local import batch_transform, predict
 
     model_dir = runs["model"]
     categories = json.loads((model_dir / "code" / "categories.json").read_text())
@@ -242,8 +239,8 @@ def test_predict_and_the_endpoint_handler_answer_with_the_new_class_names(runs):
     # The answers carry the export's ids and names.
     for found in answers.values():
         assert all(export_ids[d["category_id"]] == d["category_name"] for d in found), found
-    body, _ = _serve_as_the_container_would(model_dir, tf.saved_model.load(str(model_dir / "1")),
-                                            encoded, "image/jpeg", "score_threshold=0")
+    body, _ = batch_transform.answer(batch_transform.serve(str(model_dir)), encoded, "image/jpeg",
+                                     "score_threshold=0")
     served = json.loads(body)["detections"]
     assert served and all(export_ids[d["category_id"]] == d["category_name"] for d in served)
     assert os.path.isfile(model_dir / "code" / "inference.py")
@@ -275,3 +272,91 @@ def test_local_run_refuses_an_init_from_without_a_checkpoint(tmp_path, capsys):
         local_run.parse_args(["--init-from", str(tmp_path)])
     assert exited.value.code == 2
     assert "no checkpoint (ckpt-N.index)" in capsys.readouterr().err
+
+
+def _completed_job_serving(fake, model_dir, name: str) -> str:
+    """A training job of the fake deployment, Completed (moto's jobs end when created), whose
+    model.tar.gz is `model_dir` packed as SageMaker packs /opt/ml/model."""
+    import tarfile
+
+    parameters = fake.parameters
+    fake.client("sagemaker").create_training_job(
+        TrainingJobName=name, RoleArn=parameters["training-role-arn"],
+        AlgorithmSpecification={"TrainingImage": parameters["training-image-uri"],
+                                "TrainingInputMode": "File"},
+        OutputDataConfig={"S3OutputPath": f"s3://{fake.bucket}/{parameters['output-prefix']}"},
+        ResourceConfig={"InstanceType": "ml.g5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 50},
+        StoppingCondition={"MaxRuntimeInSeconds": 3600})
+    archive = os.path.join(str(model_dir.parent), "model.tar.gz")
+    with tarfile.open(archive, "w:gz") as tar:
+        for entry in sorted(os.listdir(model_dir)):
+            tar.add(os.path.join(model_dir, entry), arcname=entry)
+    fake.client("s3").upload_file(archive, fake.bucket,
+                                  f"{parameters['output-prefix']}{name}/output/model.tar.gz")
+    return name
+
+
+def test_a_batch_transform_of_the_model_answers_each_image_as_the_endpoint_handler_does(
+        runs, launcher_deployment, tmp_path):
+    """Issue 35's proof of predict-batch, on the fine-tuned model (its 16 steps leave detections
+    above the detection generator's cut on some images; the 20-step model of test_job.py has
+    none): the launcher's requests (CreateModel, CreateTransformJob) sent to the fake deployment,
+    the transform played with the model the way SageMaker runs it (maskrcnn_local/
+    batch_transform.py: each object below the prefix one request through the TensorFlow Serving
+    container's path, under the request's content type and environment; BT-3, BT-4), then the
+    launcher's collection: predictions.json holds, image by image, the COCO results of the
+    handler's own answer for that image as an endpoint answers it, with the export's own category
+    ids and names; an undecodable file is named as failed; pycocotools reads the run; the
+    pre-annotations and ranking are written from it."""
+    import boto3
+    from pycocotools.coco import COCO
+
+    from maskrcnn_launcher.deployment import settings
+    from maskrcnn_launcher.labeling import batch_jobs, batch_plan, handoff, predictions
+    from maskrcnn_local import batch_transform
+    from tests.iam.deployment import REGION, SSM_PATH
+
+    fake = launcher_deployment
+    job = _completed_job_serving(fake, runs["model"], "maskrcnn-test-tuned-20260101120000")
+    images = sorted(glob.glob(str(runs["base"] / "export" / "images" / "*.jpg")))
+    s3 = fake.client("s3")
+    inputs = {}
+    for number, path in enumerate(images):
+        key = "samples/played/" + ("sub/" if number % 2 else "") + os.path.basename(path)
+        s3.upload_file(path, fake.bucket, key)
+        inputs[key] = path
+    s3.put_object(Bucket=fake.bucket, Key="samples/played/broken.jpg", Body=b"not an image")
+    with fake._environment():
+        session = boto3.session.Session(region_name=REGION)
+        deployment = settings.load(session.client("ssm"), SSM_PATH)
+        plan = batch_plan.plan(deployment, batch_plan.BatchOptions(
+            input_uri=f"s3://{fake.bucket}/samples/played/", job_name=job, score_threshold=0.0,
+            name="maskrcnn-test-predict-played"), session)
+        batch_jobs.send(plan, session, echo=lambda line: None)
+    served = batch_transform.serve(str(runs["model"]))
+    played = batch_transform.play(plan.create_transform_job, served, s3)
+    assert played.status == "Failed" and list(played.failed) == ["samples/played/broken.jpg"]
+    assert sorted(played.answered) == sorted(inputs)
+    with fake._environment():
+        finished = handoff.finish(deployment, plan.name, session, str(tmp_path / "run"),
+                                  echo=lambda line: None)
+    run = finished.run
+    assert [f["file_name"] for f in run.failed] == ["broken.jpg"]
+    assert sorted(image["file_name"] for image in run.images) == sorted(
+        key[len("samples/played/"):] for key in inputs)
+    assert run.categories == EXPORT_CATEGORIES  # the export's own ids, not the model's 1..3
+    found, detections = run.by_image(), 0
+    for image in run.images:
+        with open(inputs["samples/played/" + image["file_name"]], "rb") as f:
+            body, _ = batch_transform.answer(served, f.read(), "image/jpeg", "score_threshold=0")
+        expected = sorted(predictions.results_of(json.loads(body), image["id"]),
+                          key=lambda r: -r["score"])
+        assert found[image["id"]] == expected, image["file_name"]
+        detections += len(expected)
+    assert detections, "no detection on any image: the comparison above proved nothing"
+    coco = COCO(str(tmp_path / "run" / predictions.IMAGES_FILE))
+    assert len(coco.loadRes(str(tmp_path / "run" / predictions.PREDICTIONS_FILE)).anns) \
+        == detections
+    assert finished.handoff.ranked.rows[0].detections > 0  # an image with a detection first
+    assert {os.path.basename(p) for p in finished.handoff.paths} >= {
+        "label-studio-tasks.json", "cvat-coco.json", "ranking.csv", "contact_sheet.jpg"}

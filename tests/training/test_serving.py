@@ -66,6 +66,22 @@ def test_the_threshold_comes_from_the_custom_attributes(attributes, threshold):
     assert endpoint_handler.score_threshold(attributes) == threshold
 
 
+def test_without_a_custom_attribute_the_threshold_comes_from_the_containers_environment(
+        monkeypatch):
+    """A Batch Transform request carries no custom attributes: predict-batch sets the threshold
+    on the transform job's environment, under the launcher's name for it."""
+    from maskrcnn_launcher.labeling import batch_plan
+
+    assert endpoint_handler.SCORE_THRESHOLD_ENV == batch_plan.SCORE_THRESHOLD_ENV
+    assert endpoint_handler.DEFAULT_SCORE_THRESHOLD == batch_plan.DEFAULT_SCORE_THRESHOLD
+    monkeypatch.setenv(batch_plan.SCORE_THRESHOLD_ENV, "0.05")
+    assert endpoint_handler.score_threshold("") == 0.05
+    assert endpoint_handler.score_threshold("score_threshold=0.5") == 0.5  # the request's first
+    monkeypatch.setenv(batch_plan.SCORE_THRESHOLD_ENV, "lots")
+    with pytest.raises(ValueError, match="environment MASKRCNN_SCORE_THRESHOLD='lots'"):
+        endpoint_handler.score_threshold("")
+
+
 @pytest.mark.parametrize("attributes, message", [("score_threshold=high", "'high' is not a number"),
                                                  ("score_threshold=2", "outside")])
 def test_a_bad_threshold_is_refused_by_value(attributes, message):

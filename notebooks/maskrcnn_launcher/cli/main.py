@@ -22,21 +22,26 @@
     python -m maskrcnn_launcher runs [--dataset NAME] [--last N] [--sort KEY] [--price TYPE=USD]
     python -m maskrcnn_launcher compare <job> <job>... [--tag TAG] [--out PICTURE]
     python -m maskrcnn_launcher warm-pools | release-warm-pool <job>
+    python -m maskrcnn_launcher predict-batch --input s3://<bucket>/<samples prefix>... [--job <job> |
+                                              --model-package <arn>] [--instance-type T]
+                                              [--score-threshold X] [--top N] [--dry-run] [--no-wait]
+    python -m maskrcnn_launcher predictions <transform job> [--top N] [--out DIR]
 
 Exit status 2 with a message naming the bad value when the request is invalid (nothing sent or
 created); 1 when a deployment failed after creating something (the message says what exists).
-Each flow's commands live in its module beside this one (data, training, runs, serving); this one
-assembles them and maps each flow's errors to the exit status.
+Each flow's commands live in its module beside this one (data, training, runs, serving,
+labeling); this one assembles them and maps each flow's errors to the exit status.
 """
 
 import argparse
 import sys
 
-from maskrcnn_launcher.cli import data, runs, serving, training
+from maskrcnn_launcher.cli import data, labeling, runs, serving, training
 from maskrcnn_launcher.deployment import settings
 
-# Each flow's commands, in the order `-h` lists them: the path from data to serving.
-FLOWS = (data, training, runs, serving)
+# Each flow's commands, in the order `-h` lists them: the path from data to serving and back
+# to labeling.
+FLOWS = (data, training, runs, serving, labeling)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -52,7 +52,11 @@ def draw(image_bytes: bytes, answer: Dict, names: Optional[Dict[int, str]] = Non
         if d.get("mask"):
             layer = Image.new("RGBA", box[2:], colour(d["category_id"]) + (0,))
             layer.putalpha(_mask_image(d["mask"], box[2:]))
-            overlay.paste(layer, box[:2], layer)  # clipped at the image's edges
+            # Pasted as it is (clipped at the image's edges), then composited: pasting with the
+            # layer as its own mask would multiply its alpha by itself.
+            placed = Image.new("RGBA", image.size, (0, 0, 0, 0))
+            placed.paste(layer, box[:2])
+            overlay = Image.alpha_composite(overlay, placed)
     image = Image.alpha_composite(image, overlay)
     pen = ImageDraw.Draw(image)
     line = max(1, round(min(image.size) / 300))

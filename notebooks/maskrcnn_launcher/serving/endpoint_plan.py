@@ -173,6 +173,19 @@ def inference_image(deployment: Deployment, instance_type: str, require_gpu: boo
             "cpu": deployment.inference_image_cpu_uri}[processor]
 
 
+def model_request(deployment: Deployment, name: str, container: dict) -> dict:
+    """CreateModel of `container` (an image and archive, or a model package version) as the
+    deployment's model role, in the training VPC (what the notebook role's IAM allows): an
+    endpoint's and a batch transform's alike."""
+    return {
+        "ModelName": name,
+        "ExecutionRoleArn": deployment.model_role_arn,
+        "PrimaryContainer": container,
+        "VpcConfig": {"Subnets": list(deployment.subnet_ids),
+                      "SecurityGroupIds": list(deployment.security_group_ids)},
+    }
+
+
 def _option_problems(options: DeployOptions) -> List[str]:
     problems = []
     if options.min_instances < 1:
@@ -256,13 +269,7 @@ def plan(deployment: Deployment, options: DeployOptions, boto_session) -> Plan:
         # <archive>/code/inference.py around it (EP-2): no environment needed.
         container = {"Image": image, "ModelDataUrl": model_data_url}
 
-    create_model = {
-        "ModelName": name,
-        "ExecutionRoleArn": deployment.model_role_arn,
-        "PrimaryContainer": container,
-        "VpcConfig": {"Subnets": list(deployment.subnet_ids),
-                      "SecurityGroupIds": list(deployment.security_group_ids)},
-    }
+    create_model = model_request(deployment, name, container)
     create_endpoint_config = {
         "EndpointConfigName": name,
         "ProductionVariants": [{
@@ -307,10 +314,13 @@ def plan(deployment: Deployment, options: DeployOptions, boto_session) -> Plan:
 
 
 def approved_package(deployment: Deployment, model_package: str, instance_type: str,
-                     sagemaker_client) -> dict:
+                     sagemaker_client,
+                     supported_key: str = "SupportedRealtimeInferenceInstanceTypes") -> dict:
     """DescribeModelPackage of the version to serve: `model_package` (an ARN, or
     registry.LATEST_APPROVED), refused (DeployRequestError) unless it is a version of this
-    deployment's group, Approved, Completed, and holds an image for `instance_type` (REG-4)."""
+    deployment's group, Approved, Completed, and holds an image for `instance_type` (REG-4) among
+    the types its InferenceSpecification lists under `supported_key` (a Batch Transform's:
+    SupportedTransformInstanceTypes)."""
     arn = model_package
     if model_package == registry.LATEST_APPROVED:
         arn = registry.latest_approved(deployment, sagemaker_client, refuse=DeployRequestError)
@@ -329,7 +339,7 @@ def approved_package(deployment: Deployment, model_package: str, instance_type: 
         raise DeployRequestError(f"model package version {number} ({arn}) is "
                                  f"{package['ModelPackageStatus']}, not Completed: SageMaker "
                                  "has not finished validating it; try again shortly")
-    supported = package["InferenceSpecification"].get("SupportedRealtimeInferenceInstanceTypes")
+    supported = package["InferenceSpecification"].get(supported_key)
     if supported is not None and instance_type not in supported:
         raise DeployRequestError(
             f"instance type {instance_type!r}: version {number} holds the TensorFlow Serving GPU "

@@ -12,7 +12,9 @@ Requests:
   `serving_bytes` signature as TensorFlow Serving's base64 form (`{"b64": ...}`);
 - `application/json`: a TensorFlow Serving request, passed through (it names its own signature).
 Custom attribute `score_threshold=X` (header X-Amzn-SageMaker-Custom-Attributes) drops weaker
-detections (default DEFAULT_SCORE_THRESHOLD).
+detections; without it, the container's SCORE_THRESHOLD_ENV (a Batch Transform sends no custom
+attributes: the launcher's predict-batch sets the variable on the transform job), else
+DEFAULT_SCORE_THRESHOLD.
 
 Response (application/json), for an image request:
     {"image_size": [height, width],
@@ -31,6 +33,7 @@ from typing import Optional
 
 SIGNATURE = "serving_bytes"
 DEFAULT_SCORE_THRESHOLD = 0.3
+SCORE_THRESHOLD_ENV = "MASKRCNN_SCORE_THRESHOLD"
 IMAGE_CONTENT_TYPES = ("image/jpeg", "image/png", "application/x-image")
 CATEGORIES_FILE = "categories.json"
 MASK_DECIMALS = 3
@@ -50,18 +53,25 @@ def _categories() -> tuple:
             {int(c["id"]): int(c.get("source_id", c["id"])) for c in categories})
 
 
+def _threshold(value: str, where: str) -> float:
+    try:
+        threshold = float(value)
+    except ValueError:
+        raise ValueError(f"{where}={value!r} is not a number")
+    if not 0.0 <= threshold <= 1.0:
+        raise ValueError(f"{where}={threshold} is outside [0, 1]")
+    return threshold
+
+
 def score_threshold(custom_attributes) -> float:
-    """`score_threshold=X` from the request's custom attributes (comma-separated key=value)."""
+    """`score_threshold=X` from the request's custom attributes (comma-separated key=value), else
+    the container's SCORE_THRESHOLD_ENV, else DEFAULT_SCORE_THRESHOLD."""
     for item in (custom_attributes or "").split(","):
         key, _, value = item.partition("=")
         if key.strip() == "score_threshold":
-            try:
-                threshold = float(value)
-            except ValueError:
-                raise ValueError(f"custom attribute score_threshold={value!r} is not a number")
-            if not 0.0 <= threshold <= 1.0:
-                raise ValueError(f"custom attribute score_threshold={threshold} is outside [0, 1]")
-            return threshold
+            return _threshold(value, "custom attribute score_threshold")
+    if os.environ.get(SCORE_THRESHOLD_ENV):
+        return _threshold(os.environ[SCORE_THRESHOLD_ENV], f"environment {SCORE_THRESHOLD_ENV}")
     return DEFAULT_SCORE_THRESHOLD
 
 
