@@ -23,6 +23,7 @@ PACKAGE_HOMES = {"maskrcnn_job": "training_code", "maskrcnn_local": "training_co
 TEXT_SUFFIXES = {".py", ".md", ".sh", ".ipynb", ".txt", ".toml", ".cfg", ".ini"}
 TEXT_NAMES = {"Dockerfile", "Makefile", ".dockerignore", "run", "cdk.json"}
 DLC_FILES = "aws/deep-learning-containers' build and documentation files (aws-rules.md DLC-1 to DLC-3)"
+LABEL_STUDIO_DOCS = "HumanSignal/label-studio's documentation (docs/labeling.md, Pre-annotations)"
 # Citations that look like this repository's and are not, by citing file: other projects'
 # paths that start with a folder name this repository also has, and test data.
 EXTERNAL = {
@@ -50,6 +51,10 @@ EXTERNAL = {
         DLC_FILES,
     ("docs/aws-rules.md", "README.md"):
         "aws/sagemaker-tensorflow-serving-container's README, \"Pre/Post-Processing\" (EP-2)",
+    **{(citing, cited): LABEL_STUDIO_DOCS
+       for citing in ("docs/labeling.md", "notebooks/maskrcnn_launcher/labeling/pre_annotations.py",
+                      "tests/launcher/labeling_readback.py")
+       for cited in ("docs/source/guide/predictions.md", "docs/source/guide/storage.md")},
     ("tests/training/test_horovod_patch.py", "horovod/tensorflow/CMakeLists.txt"):
         "a file of Horovod's sdist, which horovod/build_wheel.sh patches",
     ("tests/training/test_emulated_hosts.py", "notebooks/x.ipynb"):
