@@ -360,3 +360,110 @@ def test_a_batch_transform_of_the_model_answers_each_image_as_the_endpoint_handl
     assert finished.handoff.ranked.rows[0].detections > 0  # an image with a detection first
     assert {os.path.basename(p) for p in finished.handoff.paths} >= {
         "label-studio-tasks.json", "cvat-coco.json", "ranking.csv", "contact_sheet.jpg"}
+
+
+def _mask_of_polygon(points, height: int, width: int):
+    from pycocotools import mask as mask_utils
+
+    return mask_utils.decode(mask_utils.merge(mask_utils.frPyObjects([points], height, width)))
+
+
+def _corrected(pre_annotations: dict, truth: dict, names: dict):
+    """What a labeler makes of the pre-annotations of one round: each ground-truth object keeps
+    the pre-annotated polygon that covers it (IoU at least CORRECTION_IOU), relabeled with its
+    true class where the model named another, or is drawn where none does; a pre-annotation
+    covering nothing is deleted. Returns ({file name: shapes}, counts)."""
+    import numpy as np
+
+    counts = {"accepted": 0, "relabeled": 0, "drawn": 0, "deleted": 0}
+    by_image = {image["id"]: image for image in pre_annotations["images"]}
+    predicted = {}
+    for annotation in pre_annotations["annotations"]:
+        predicted.setdefault(by_image[annotation["image_id"]]["file_name"], []).append(annotation)
+    pre_names = {c["id"]: c["name"] for c in pre_annotations["categories"]}
+    shapes = {}
+    for image in truth["images"]:
+        height, width = image["height"], image["width"]
+        candidates = list(predicted.get(image["file_name"], []))
+        corrected = []
+        for obj in (a for a in truth["annotations"] if a["image_id"] == image["id"]):
+            true_mask = _mask_of_polygon(obj["segmentation"][0], height, width)
+            best, best_iou = None, 0.0
+            for candidate in candidates:
+                mask = _mask_of_polygon(candidate["segmentation"][0], height, width)
+                union = np.logical_or(mask, true_mask).sum()
+                iou = np.logical_and(mask, true_mask).sum() / union if union else 0.0
+                if iou > best_iou:
+                    best, best_iou = candidate, iou
+            label = names[obj["category_id"]]
+            if best is not None and best_iou >= CORRECTION_IOU:
+                candidates.remove(best)
+                counts["accepted" if pre_names[best["category_id"]] == label else "relabeled"] += 1
+                corrected.append({"type": "polygon", "label": label,
+                                  "points": best["segmentation"][0]})
+            else:
+                counts["drawn"] += 1
+                corrected.append({"type": "polygon", "label": label,
+                                  "points": obj["segmentation"][0]})
+        counts["deleted"] += len(candidates)
+        shapes[image["file_name"]] = corrected
+    return shapes, counts
+
+
+# A labeler keeps a pre-annotated outline that covers the object at least this well and adjusts
+# it; below, drawing anew is as quick.
+CORRECTION_IOU = 0.5
+
+
+def test_the_loop_a_second_round_trains_on_the_corrected_pre_annotations_and_evaluates(
+        runs, tmp_path):
+    """Issue 35, item 4, locally (docs/labeling.md, "The loop"): the fine-tuned model (round 1)
+    predicts a new batch of images in a folder (maskrcnn_local/predict_batch.py: the transform's
+    path and the launcher's assembly and hand-off), a labeler corrects its CVAT pre-annotations
+    (_corrected, against the synthetic ground truth), CVAT exports them (Datumaro's exporter) and
+    round 2 fine-tunes from round 1 on that export and evaluates."""
+    import shutil
+
+    from maskrcnn_local import predict_batch, synthetic_coco
+
+    from tests.training import tool_exports
+
+    coco = tmp_path / "next-coco"
+    splits = synthetic_coco.generate(str(coco), num_train=8, num_val=4, image_size=64,
+                                     difficulty="easy", seed=35)
+    folder = tmp_path / "unlabeled" / "round2"
+    folder.mkdir(parents=True)
+    truth = {"images": [], "annotations": []}
+    for split, dataset in splits.items():
+        for image in dataset["images"]:
+            shutil.copy(coco / f"{split}2017" / image["file_name"], folder / image["file_name"])
+        truth["images"] += dataset["images"]
+        truth["annotations"] += dataset["annotations"]
+    run, handed = predict_batch.run(str(runs["model"]), str(folder), str(tmp_path / "predicted"),
+                                    score_threshold=0.05, echo=lambda line: None)
+    assert len(run.images) == 12 and not run.failed
+    pre = json.loads((tmp_path / "predicted" / "cvat-coco.json").read_text())
+    assert pre["categories"] == [dict(c, supercategory="") for c in EXPORT_CATEGORIES]
+    names = {c["id"]: new["name"] for c, new in zip(synthetic_coco.EASY_CATEGORIES,
+                                                     EXPORT_CATEGORIES)}
+    shapes, counts = _corrected(pre, truth, names)
+    print(f"measured: the round's corrections of {len(pre['annotations'])} pre-annotations: "
+          f"{counts}")
+    assert len(pre["annotations"]) > 0, "round 1 pre-annotated nothing: no loop to close"
+    items = [tool_exports.item(image["file_name"], folder / image["file_name"], image["width"],
+                               image["height"], shapes[image["file_name"]])
+             for image in truth["images"]]
+    export, written = tool_exports.write(tool_exports.CVAT, tmp_path / "corrected",
+                                         [c["name"] for c in EXPORT_CATEGORIES], items)
+    assert len(written["annotations"]) == sum(len(s) for s in shapes.values())
+    second = _local_run(tmp_path / "round2", "--dataset", export, "--init-from",
+                        str(runs["model"]), "--hp", "max_steps=6",
+                        "--hp", "checkpoint_every_steps=100")
+    model = tmp_path / "round2" / "opt_ml" / "model"
+    trained_on = json.loads((tmp_path / "round2" / "opt_ml" / "input" / "data" / "train" /
+                             job_io.DATASET_COMPLETE_MARKER).read_text())
+    assert sum(s["num_instances"] for s in trained_on["splits"].values()) \
+        == sum(len(s) for s in shapes.values())
+    report = json.loads((model / "code" / "evaluation" / "report.json").read_text())
+    assert [c["name"] for c in report["categories"]] == [c["name"] for c in EXPORT_CATEGORIES]
+    assert re.search(r"^eval/segm_AP: \S+$", second.stdout, re.M)

@@ -37,10 +37,12 @@ class Handoff:
 
 
 def write(run: Predictions, report: Optional[Dict], read_image: Callable[[str], bytes],
-          folder: str, top: int = DEFAULT_TOP) -> Handoff:
+          folder: str, top: int = DEFAULT_TOP, local_files_root: Optional[str] = None) -> Handoff:
     """The pre-annotations, the ranking (weighted by the report's per-class AP when given) and a
-    contact sheet of its first `top` images (fewer when the run has fewer), written to `folder`."""
-    pre = pre_annotations.build(run)
+    contact sheet of its first `top` images (fewer when the run has fewer), written to `folder`.
+    `local_files_root`: for a run over a local folder, Label Studio's local files root
+    (pre_annotations.build)."""
+    pre = pre_annotations.build(run, local_files_root)
     paths = pre.write(folder)
     ranked = ranking.rank(run, report)
     paths += ranking.write(ranked, folder)
