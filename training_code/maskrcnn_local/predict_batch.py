@@ -24,9 +24,7 @@ from typing import Dict, List, Optional, Tuple
 from maskrcnn_contract.evaluation_report import MODEL_REPORT_DIR, REPORT_FILE
 from maskrcnn_job.serving import endpoint_handler
 from maskrcnn_launcher.labeling import handoff, predictions
-
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
-CONTENT_TYPE = "application/x-image"   # the transform's (maskrcnn_launcher.labeling.batch_plan)
+from maskrcnn_launcher.labeling.batch_plan import CONTENT_TYPE, IMAGE_SUFFIXES  # the transform's
 
 
 class PredictBatchError(ValueError):

@@ -72,13 +72,15 @@ def wait(name: str, boto_session, echo: Callable[[str], None] = print,
     """Follows the transform job until it ends: its status, and the images answered so far with
     images/s and an estimate of the time left. Returns its last DescribeTransformJob."""
     sagemaker, s3 = boto_session.client("sagemaker"), boto_session.client("s3")
-    started, last_line = time.time(), None
+    started, last_line, total = time.time(), None, None
     while True:
         job = sagemaker.describe_transform_job(TransformJobName=name)
         status = job["TransformJobStatus"]
         output_path = job["TransformOutput"]["S3OutputPath"]
-        total = len([k for k in batch_plan.list_images(
-            s3, job["TransformInput"]["DataSource"]["S3DataSource"]["S3Uri"]) if not k.endswith("/")])
+        if total is None:  # the input prefix is listed once, not at every poll
+            total = len([k for k in batch_plan.list_images(
+                s3, job["TransformInput"]["DataSource"]["S3DataSource"]["S3Uri"])
+                if not k.endswith("/")])
         done = len(_answered(s3, output_path))
         line = f"{name}: {status}, {done}/{total} images answered"
         if status not in ENDED and done:
@@ -138,7 +140,6 @@ def collect(deployment: Deployment, name: str, boto_session, folder: str,
     training_job, model_name = _model_source(sagemaker, model)
     categories, report = _categories(deployment, training_job, boto_session)
     known = {c["id"] for c in categories}
-    bucket, _ = s3_objects.split_s3_uri(input_uri)
     keys = sorted(k for k in batch_plan.list_images(s3, input_uri) if not k.endswith("/"))
     answered = _answered(s3, output_path)
     _, input_prefix = s3_objects.split_s3_uri(input_uri)
