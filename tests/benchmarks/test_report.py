@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
+from tests.paths import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REPORT = os.path.join(REPO, "benchmarks", "report.py")
 MACHINE = "Test CPU, 2 cores, 24 GiB, Debian 12, Python 3.11.7, TensorFlow 2.21.0, Horovod 0.28.1"
 

@@ -4,8 +4,8 @@ quoted table is compared with the JSON files the script wrote (committed beside 
 import json
 import re
 from pathlib import Path
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 DIAGNOSIS = REPO / "benchmarks" / "diagnosis" / "tf2.21-strategies"
 
 

@@ -15,8 +15,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 # Where a package's own paths start, as comments write them.
 PACKAGE_HOMES = {"maskrcnn_job": "training_code", "maskrcnn_local": "training_code",
                  "maskrcnn_contract": "contract", "maskrcnn_launcher": "notebooks"}

@@ -14,8 +14,8 @@ import pytest
 from aws_cdk.assertions import Template
 
 from app import build_app
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 CDK_JSON_CONTEXT = json.loads((REPO / "cdk.json").read_text())["context"]
 
 PIPELINE_CONTEXT = {

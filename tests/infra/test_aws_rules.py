@@ -11,8 +11,8 @@ from stacks import dlc
 from stacks.network import ISOLATED_INTERFACE_ENDPOINTS
 from tests.infra.templates import actions, data_key, of_type, only, statements_of
 from tests.infra.test_training import published
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _text(value):

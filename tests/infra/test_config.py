@@ -8,8 +8,8 @@ import pytest
 
 from app import build_app
 from stacks.config import ConfigError, DeploymentConfig
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 def config(**values):

@@ -14,8 +14,8 @@ from stacks.config import ConfigError, DeploymentConfig
 from stacks.experiments import (CONTROL_ACTIONS, JOB_ACTIONS, MLFLOW_VERSION, UI_ACTION,
                                 VIEWER_ACTIONS, mlflow_actions)
 from tests.infra.templates import data_key, of_type, only, statements_of
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 VARIANT = "mrcnn-dev"
 
 

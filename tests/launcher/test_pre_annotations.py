@@ -16,8 +16,8 @@ from pycocotools import mask as mask_utils
 from maskrcnn_launcher.labeling import polygons, pre_annotations
 from maskrcnn_launcher.labeling.pre_annotations import PreAnnotationError
 from maskrcnn_launcher.labeling.predictions import Predictions, rle
+from tests.paths import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LABELING_PYTHON = os.path.join(REPO, ".venv-labeling", "bin", "python")
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "labeling_readback.py")
 SOURCE = "s3://data-bucket/unlabeled/"

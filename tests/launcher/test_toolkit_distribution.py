@@ -16,7 +16,6 @@ from maskrcnn_launcher.training.options import LaunchOptions
 
 from tests.launcher.conftest import shared_boto_session
 
-REPO = Path(__file__).resolve().parents[2]
 DLC_PYTHON = REPO / ".venv-dlc" / "bin" / "python"
 HOSTS = ["algo-1", "algo-2"]
 
@@ -31,6 +30,7 @@ os.environ["SAGEMAKER_BASE_DIR"] = base
 sys.modules["tensorflow"] = types.ModuleType("tensorflow")
 from sagemaker_training import entry_point, environment, runner
 from sagemaker_tensorflow_container import training
+from tests.paths import REPO
 
 config = os.path.join(base, "input", "config")
 os.makedirs(config, exist_ok=True)

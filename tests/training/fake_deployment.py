@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Dict, Iterator, Optional, Tuple
 
 from tests.iam.deployment import BUCKET, REGION, SSM_PATH
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                "AWS_SESSION_TOKEN": "testing"}
 # The fake deployment has an MLflow tracking server (its ARN in SSM), which the emulated hosts

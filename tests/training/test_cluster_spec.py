@@ -8,8 +8,8 @@ import re
 import pytest
 
 from maskrcnn_job.distribution import cluster_spec
+from tests.paths import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _hosts(n):

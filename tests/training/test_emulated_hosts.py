@@ -10,8 +10,8 @@ import time
 import pytest
 
 from maskrcnn_local import emulated_hosts
+from tests.paths import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 IMAGE_PYTHON = os.path.join(REPO, ".venv-image", "bin", "python")
 
 

@@ -33,6 +33,7 @@ from PIL import Image
 from maskrcnn_contract import hyperparameters, metrics
 
 from maskrcnn_job.evaluation import report
+from tests.paths import REPO
 
 # 8 steps per epoch (16 images, 2 per step); the drops at epochs 0.5, 1, 1.5 of 2 fall at steps
 # 1, 2, 3 of max_steps=4 (schedule.py): 0.01 for step 1, then 1e-3, 1e-4, 1e-5.
@@ -45,7 +46,6 @@ RUN = ["--ranks", "1", "--train-images", "16", "--val-images", "8", "--image-siz
 BEST_STEP, STOP_STEP = 1, 2
 
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BENCH = os.path.join(REPO, "benchmarks")
 # The run's MLflow experiment, and where the tracking server keeps its artifacts: the
 # deployment's artifact store (stacks/experiments.py), in the fake deployment's bucket.

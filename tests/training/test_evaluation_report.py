@@ -22,8 +22,8 @@ from PIL import Image
 
 from maskrcnn_job.evaluation import coco as coco_evaluation
 from maskrcnn_job.evaluation import report
+from tests.paths import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STATS = ("AP", "AP50", "AP75", "APs", "APm", "APl")
 EVALUATORS = [coco_evaluation.PYCOCOTOOLS] + (
     [coco_evaluation.FASTER_COCO_EVAL] if coco_evaluation.installed(coco_evaluation.FASTER_COCO_EVAL)

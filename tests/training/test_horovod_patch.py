@@ -7,8 +7,8 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "horovod" / "build_wheel.sh"
 PATCH = REPO / "horovod" / "horovod-0.28.1-tf2.19.patch"
 

@@ -10,8 +10,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 DLC_PYTHON = REPO / ".venv-dlc" / "bin" / "python"
 # The Dockerfile's COPY destinations, and where those files are in the checkout; the Horovod wheel
 # the image builds with horovod/build_wheel.sh is the one `make setup` built with the same script.

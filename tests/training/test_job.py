@@ -27,8 +27,8 @@ from maskrcnn_contract.evaluation_report import MODEL_REPORT_DIR, REPORT_FILE
 from maskrcnn_local import sagemaker_job
 from tests.training import playback
 from tests.training.playback import TINY
+from tests.paths import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRAIN = os.path.join(REPO, "training_code", "train.py")
 FAILING_TRAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "failing_train.py")
 

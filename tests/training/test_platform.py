@@ -11,11 +11,11 @@ import pytest
 
 from maskrcnn_job import job
 
-REPO = Path(__file__).resolve().parents[2]
 PROBE = """
 import importlib.metadata as m, json, os
 os.environ["TF_USE_LEGACY_KERAS"] = "1"  # as the image sets it (training_code/Dockerfile)
 import tensorflow as tf
+from tests.paths import REPO
 versions = {}
 for name in ("tensorflow", "tf-keras", "tf-models-official", "sagemaker-training",
              "sagemaker-tensorflow-training", "keras", "numpy", "pillow"):

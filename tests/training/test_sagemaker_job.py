@@ -22,8 +22,8 @@ from maskrcnn_local.sagemaker_job import FileSystem, Inputs, ModelClash, Request
 from tests.iam.plugin import PlayedJob
 from tests.training import fake_http
 from tests.training.playback import Output
+from tests.paths import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _cluster(tmp_path, environment=None, request_environment=None):

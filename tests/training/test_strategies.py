@@ -35,6 +35,7 @@ import time
 
 import pytest
 
+from tests.paths import REPO
 from tests.training import playback
 from tests.training.processes import descendants as _descendants
 from tests.training.test_job import (FAILING_TRAIN, TINY, _assert_exports_the_trained_weights,
@@ -479,7 +480,7 @@ def test_runs_and_compare_show_the_played_jobs_figures(mirrored, parameter_serve
 
     def cli(*args):
         result = subprocess.run([sys.executable, "-m", "maskrcnn_launcher", *args],
-                                cwd=os.path.join(playback.sagemaker_job.REPO, "notebooks"),
+                                cwd=os.path.join(REPO, "notebooks"),
                                 capture_output=True, text=True, timeout=300, env=environment)
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
         return result.stdout.splitlines()

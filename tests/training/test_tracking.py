@@ -19,8 +19,8 @@ from maskrcnn_contract import tracking as contract
 
 from maskrcnn_job.training import tracking
 from tests.training import mlflow_server
+from tests.paths import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 IMAGE_PYTHON = os.path.join(REPO, ".venv-image", "bin", "python")
 
 

@@ -6,8 +6,8 @@ Converter.convert_to_coco), written by tests/training/labeling_tools.py in .venv
 import json
 import os
 import subprocess
+from tests.paths import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LABELING_PYTHON = os.path.join(REPO, ".venv-labeling", "bin", "python")
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "labeling_tools.py")
 CVAT, LABEL_STUDIO = "cvat", "label-studio"
