@@ -27,7 +27,6 @@ import time
 
 import results
 
-
 DIFFICULTY = "easy"
 
 

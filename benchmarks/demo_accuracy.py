@@ -19,10 +19,10 @@ the path (a tiny dataset, 2 epochs, 2 runs: the figures mean nothing).
 
 import argparse
 import glob
-import statistics
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -112,6 +112,7 @@ def main(argv=None) -> int:
     if repeats < 1:
         parser.error(f"--repeats {repeats}: at least 1")
     from maskrcnn_contract import evaluation_report
+
     from maskrcnn_local import local_run, synthetic_coco
 
     extra = (SMOKE_ARGS if args.smoke else []) + args.local_run_args

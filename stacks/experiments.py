@@ -25,6 +25,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
+
 from maskrcnn_contract import tracking
 
 from stacks.config import DeploymentConfig

@@ -25,6 +25,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from constructs import Construct
+
 from maskrcnn_contract import metrics
 
 from stacks.config import DeploymentConfig

@@ -18,16 +18,17 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
+
 from maskrcnn_contract import job_io, model_registry
 
 from stacks.config import DeploymentConfig
 from stacks.experiments import ExperimentTracking
-from stacks.outputs import console_domain, output
-from stacks.nag import acknowledge
-from stacks.permissions import bucket_prefixes, log_group_arn, policy
 from stacks.monitoring import Monitoring
+from stacks.nag import acknowledge
 from stacks.network import Network
 from stacks.notebooks_asset import notebooks_asset
+from stacks.outputs import console_domain, output
+from stacks.permissions import bucket_prefixes, log_group_arn, policy
 from stacks.registry import ModelRegistry
 from stacks.storage.storage import Storage
 from stacks.training import Training

@@ -12,7 +12,6 @@ import json
 from typing import Any, Sequence
 
 import jsii
-
 from aws_cdk import ArnFormat, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms

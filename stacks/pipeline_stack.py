@@ -10,13 +10,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from aws_cdk import Duration, Environment, RemovalPolicy, Stack
+from aws_cdk import Duration, Environment, RemovalPolicy, Stack, pipelines
 from aws_cdk import aws_codebuild as codebuild
 from aws_cdk import aws_codepipeline as codepipeline
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
-from aws_cdk import pipelines
 from constructs import Construct
 
 from stacks import dlc

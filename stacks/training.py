@@ -16,21 +16,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import Annotations, Stack, Token
+from aws_cdk import Annotations, Stack, Token, aws_ssm
 from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_ssm
 from constructs import Construct
+
 from maskrcnn_contract import ssm
 
 from stacks import dlc
 from stacks.config import DeploymentConfig
 from stacks.experiments import ExperimentTracking
 from stacks.monitoring import Monitoring
-from stacks.outputs import output
 from stacks.network import Network
-from stacks.registry import ModelRegistry
+from stacks.outputs import output
 from stacks.permissions import bucket_prefixes, log_group_arn, policy
+from stacks.registry import ModelRegistry
 from stacks.storage.storage import Storage
 
 # The image's build context is the repository root (the image installs contract/ too); the root

@@ -18,11 +18,18 @@ Importing the package does not import the SageMaker SDK; training's `jobs`, `ses
 `submit` do.
 """
 
-from maskrcnn_launcher.deployment.instances import (GPUS_PER_INSTANCE, InstanceTypeError,
-                                                    processes_per_host)
+from maskrcnn_launcher.deployment.instances import (
+    GPUS_PER_INSTANCE,
+    InstanceTypeError,
+    processes_per_host,
+)
 from maskrcnn_launcher.deployment.settings import Deployment, SettingsError, connect
-from maskrcnn_launcher.training.options import (DATA_SOURCES, DISTRIBUTIONS, LaunchOptions,
-                                                LaunchRequestError)
+from maskrcnn_launcher.training.options import (
+    DATA_SOURCES,
+    DISTRIBUTIONS,
+    LaunchOptions,
+    LaunchRequestError,
+)
 
 __all__ = [
     "DATA_SOURCES", "DISTRIBUTIONS", "Deployment", "GPUS_PER_INSTANCE", "InstanceTypeError",

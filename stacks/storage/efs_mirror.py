@@ -17,7 +17,6 @@ from constructs import Construct
 
 from stacks.permissions import bucket_prefixes
 
-
 # Who mounts EFS, and how (EFS user guide, "Using IAM to control file system data access"):
 # - SageMaker training channels mount it themselves, without IAM, read-only ("ro"): the policy
 #   lets any client that comes through a mount target mount (ClientMount) and nothing more; the

@@ -14,8 +14,8 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from stacks.config import DeploymentConfig
-from stacks.outputs import output
 from stacks.network import Network
+from stacks.outputs import output
 from stacks.storage.data_bucket import DataBucket
 from stacks.storage.efs_mirror import EfsMirror
 from stacks.storage.lustre_cache import LustreCache

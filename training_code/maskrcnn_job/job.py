@@ -313,7 +313,7 @@ def main() -> None:
     env = sagemaker_env.load()
     try:
         run(env)
-    except BaseException as error:  # noqa: B902  (also KeyboardInterrupt/SystemExit: report them)
+    except BaseException as error:  # noqa: BLE001  (also KeyboardInterrupt/SystemExit: report them)
         message = f"{name} on {env.current_host}: {type(error).__name__}: {error}".strip()
         report_failure(env, message)
         traceback.print_exc()

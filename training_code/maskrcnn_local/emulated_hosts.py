@@ -168,7 +168,7 @@ def stage_code(repo: str, source: str, destination: str) -> None:
     with open(os.path.join(repo, ".dockerignore"), encoding="utf-8") as f:
         rules = [line.strip() for line in f if line.strip() and not line.startswith("#")]
     shutil.rmtree(destination, ignore_errors=True)
-    for folder, dirs, files in os.walk(source):
+    for folder, _dirs, files in os.walk(source):
         for name in files:
             path = os.path.join(folder, name)
             relative = os.path.relpath(path, repo).replace(os.sep, "/")
@@ -516,7 +516,7 @@ def _listening_socket_in(namespace: str, address: str, port: int) -> socket.sock
             listener.bind((address, port))
             listener.listen(64)
             made["socket"] = listener
-        except BaseException as error:  # noqa: B902  (handed to the caller's thread)
+        except BaseException as error:  # noqa: BLE001  (handed to the caller's thread)
             made["error"] = error
 
     thread = threading.Thread(target=make, name=f"listen-{namespace}")
@@ -544,7 +544,7 @@ class _PortForward:
         while not self._closed.is_set():
             try:
                 inside, _ = self._listener.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 return

@@ -30,7 +30,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 from PIL import Image
 
-from maskrcnn_job.serving import export, endpoint_handler
+from maskrcnn_job.serving import endpoint_handler, export
 from maskrcnn_local import drawing
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")

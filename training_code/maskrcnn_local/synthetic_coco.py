@@ -314,7 +314,8 @@ class _Scene:
             mask, full_area = self._rasterize([outline])
             if self._fits(mask, full_area):
                 self._accept(category, False, mask, full_area,
-                             lambda color: _paint(self.rng, self.canvas, mask, color, 2 * r))
+                             lambda color, mask=mask, r=r:
+                             _paint(self.rng, self.canvas, mask, color, 2 * r))
                 return True
         return False
 

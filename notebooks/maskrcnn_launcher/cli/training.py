@@ -9,9 +9,14 @@ from maskrcnn_contract import metrics
 from maskrcnn_launcher.deployment import instances
 from maskrcnn_launcher.runs import follow, lookup, tuning_jobs
 from maskrcnn_launcher.training import tuning, warm_pools
-from maskrcnn_launcher.training.options import (DATA_SOURCES, DISTRIBUTIONS, INPUT_MODES,
-                                                MAX_KEEP_ALIVE_SECONDS, LaunchOptions,
-                                                LaunchRequestError)
+from maskrcnn_launcher.training.options import (
+    DATA_SOURCES,
+    DISTRIBUTIONS,
+    INPUT_MODES,
+    MAX_KEEP_ALIVE_SECONDS,
+    LaunchOptions,
+    LaunchRequestError,
+)
 
 REFUSALS = (LaunchRequestError, instances.InstanceTypeError, warm_pools.WarmPoolRequestError)
 FAILURES = ()

@@ -19,6 +19,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from botocore.exceptions import ClientError
 
 from maskrcnn_contract import s3_objects
+
 from maskrcnn_launcher.deployment.settings import Deployment
 from maskrcnn_launcher.labeling import batch_plan, predictions
 from maskrcnn_launcher.runs import evaluation_report, lookup

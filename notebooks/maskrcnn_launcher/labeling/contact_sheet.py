@@ -15,6 +15,7 @@ import os
 from typing import Callable, Dict, List, Tuple
 
 from maskrcnn_contract.palette import colour
+
 from maskrcnn_launcher.labeling.predictions import Predictions, decoded
 from maskrcnn_launcher.labeling.ranking import Ranking, Row
 from maskrcnn_launcher.serving.detections import MASK_OPACITY, label
@@ -130,7 +131,7 @@ def draw(ranking: Ranking, predictions: Predictions, read_image: Callable[[str],
     sheet = Image.new("RGB", (GAP + across * (TILE + GAP),
                               cells[-1][3] + CAPTION + GAP), BACKGROUND)
     pen = ImageDraw.Draw(sheet)
-    for row, (left, top_y, right, bottom) in zip(rows, cells):
+    for row, (left, top_y, _right, bottom) in zip(rows, cells):
         image = images[row.image_id]
         picture = thumbnail(read_image(row.file_name), image, found[row.image_id], names)
         sheet.paste(picture, (left + (TILE - picture.width) // 2,

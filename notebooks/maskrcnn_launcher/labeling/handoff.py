@@ -14,7 +14,14 @@ import os
 from typing import Callable, Dict, List, Optional
 
 from maskrcnn_contract import s3_objects
-from maskrcnn_launcher.labeling import batch_jobs, batch_plan, contact_sheet, pre_annotations, ranking
+
+from maskrcnn_launcher.labeling import (
+    batch_jobs,
+    batch_plan,
+    contact_sheet,
+    pre_annotations,
+    ranking,
+)
 from maskrcnn_launcher.labeling.predictions import Predictions
 
 DEFAULT_TOP = 24   # images on the contact sheet: a page of 6 x 4 thumbnails

@@ -24,6 +24,7 @@ import os
 from typing import Dict, List, Optional, Tuple
 
 from maskrcnn_contract import evaluation_report
+
 from maskrcnn_launcher.labeling.predictions import Predictions, box_pixels
 
 SCHEMA = "maskrcnn-labeling-ranking/1"

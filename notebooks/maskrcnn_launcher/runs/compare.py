@@ -21,6 +21,7 @@ import os
 from typing import Dict, List, Optional, Sequence
 
 from maskrcnn_contract import metrics as job_metrics
+
 from maskrcnn_launcher.deployment.settings import Deployment
 from maskrcnn_launcher.runs import evaluation_report, event_files, lookup, tensorboard_logs
 

@@ -22,6 +22,7 @@ from typing import Dict, Optional
 from maskrcnn_contract import evaluation_report as contract
 from maskrcnn_contract import s3_objects
 from maskrcnn_contract.evaluation_report import table  # noqa: F401  (the launcher's API)
+
 from maskrcnn_launcher.deployment.settings import Deployment
 from maskrcnn_launcher.runs import lookup
 

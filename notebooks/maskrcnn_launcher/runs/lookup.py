@@ -14,6 +14,7 @@ from typing import Callable, List, Optional, Tuple
 from botocore.exceptions import ClientError
 
 from maskrcnn_contract import job_io, s3_objects
+
 from maskrcnn_launcher.deployment.settings import Deployment
 
 

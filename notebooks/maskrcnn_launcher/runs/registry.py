@@ -29,6 +29,7 @@ from botocore.exceptions import ClientError
 from maskrcnn_contract import evaluation_report as report_contract
 from maskrcnn_contract import model_registry, s3_objects
 from maskrcnn_contract.model_registry import APPROVED, PENDING, REJECTED  # noqa: F401  (API)
+
 from maskrcnn_launcher.deployment import instances
 from maskrcnn_launcher.deployment.settings import Deployment
 from maskrcnn_launcher.runs import evaluation_report, lookup

@@ -31,6 +31,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 from maskrcnn_contract import hyperparameters as contract_hyperparameters
 from maskrcnn_contract import job_io
 from maskrcnn_contract import metrics as job_metrics
+
 from maskrcnn_launcher.deployment import instances
 from maskrcnn_launcher.deployment.settings import Deployment
 from maskrcnn_launcher.runs import evaluation_report, follow, lookup

@@ -22,6 +22,7 @@ from typing import Callable, Dict, List, Optional
 from botocore.exceptions import ClientError
 
 from maskrcnn_contract import ssm
+
 from maskrcnn_launcher.deployment import instances
 from maskrcnn_launcher.deployment.settings import Deployment
 from maskrcnn_launcher.runs import lookup, registry

@@ -21,9 +21,16 @@ from maskrcnn_launcher.deployment import instances
 from maskrcnn_launcher.deployment.settings import Deployment
 from maskrcnn_launcher.runs import follow
 from maskrcnn_launcher.runs.lookup import is_missing
-from maskrcnn_launcher.serving.endpoint_plan import (SCALABLE_DIMENSION, SCALING_NAMESPACE, VARIANT,
-                                                     DeployRequestError, Plan, idle_alarm_name,
-                                                     name_problems, resource_id)
+from maskrcnn_launcher.serving.endpoint_plan import (
+    SCALABLE_DIMENSION,
+    SCALING_NAMESPACE,
+    VARIANT,
+    DeployRequestError,
+    Plan,
+    idle_alarm_name,
+    name_problems,
+    resource_id,
+)
 
 ENDPOINT_FAILED = ("Failed", "OutOfService")
 

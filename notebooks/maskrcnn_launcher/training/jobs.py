@@ -15,17 +15,31 @@ from maskrcnn_contract.hyperparameters import Hyperparameters
 
 from maskrcnn_launcher.deployment import instances
 from maskrcnn_launcher.deployment.settings import Deployment
-from maskrcnn_launcher.training.options import (HOROVOD, PARAMETER_SERVER, LaunchOptions,
-                                                LaunchRequestError)
-from maskrcnn_launcher.training.plan import MAX_BASE_NAME, STAGING_RUN, Channel, training_plan
 from maskrcnn_launcher.training import tracking
+from maskrcnn_launcher.training.options import (
+    HOROVOD,
+    PARAMETER_SERVER,
+    LaunchOptions,
+    LaunchRequestError,
+)
+from maskrcnn_launcher.training.plan import MAX_BASE_NAME, STAGING_RUN, Channel, training_plan
 from maskrcnn_launcher.training.session import Launch, sagemaker_session
 from maskrcnn_launcher.training.validation import STAGING, TRAINING
 
+# isort: split
 # After `session`, which sets the SDK's environment before the SDK is first imported.
 from sagemaker.core.training.configs import (
-    CheckpointConfig, Compute, FileSystemDataSource, InputData, MetricDefinition, Networking,
-    OutputDataConfig, S3DataSource, StoppingCondition, TensorBoardOutputConfig)
+    CheckpointConfig,
+    Compute,
+    FileSystemDataSource,
+    InputData,
+    MetricDefinition,
+    Networking,
+    OutputDataConfig,
+    S3DataSource,
+    StoppingCondition,
+    TensorBoardOutputConfig,
+)
 from sagemaker.train import ModelTrainer
 
 

@@ -30,9 +30,18 @@ from maskrcnn_contract.hyperparameters import Hyperparameters
 from maskrcnn_launcher.deployment import instances
 from maskrcnn_launcher.deployment.settings import Deployment
 from maskrcnn_launcher.training import init_from, inputs, tracking, validation
-from maskrcnn_launcher.training.options import (DATA_SOURCES, DEFAULT_DISTRIBUTION, FAST_FILE, FILE,
-                                                HOROVOD, MWMS, PARAMETER_SERVER, LaunchOptions,
-                                                LaunchRequestError, option_problems)
+from maskrcnn_launcher.training.options import (
+    DATA_SOURCES,
+    DEFAULT_DISTRIBUTION,
+    FAST_FILE,
+    FILE,
+    HOROVOD,
+    MWMS,
+    PARAMETER_SERVER,
+    LaunchOptions,
+    LaunchRequestError,
+    option_problems,
+)
 
 # The split a job trains on, in dataset_info.json's `splits` (the job's data/layout.py TRAIN).
 TRAIN_SPLIT = "train"

@@ -31,9 +31,17 @@ from maskrcnn_contract import hyperparameters, job_io
 from maskrcnn_launcher.deployment import instances
 from maskrcnn_launcher.deployment.settings import Deployment
 from maskrcnn_launcher.training import tracking
-from maskrcnn_launcher.training.options import (DEFAULT_DISTRIBUTION, FILE, HOROVOD, INPUT_MODES,
-                                                MAX_KEEP_ALIVE_SECONDS, MAX_RUN_SECONDS, MWMS,
-                                                PARAMETER_SERVER, LaunchRequestError)
+from maskrcnn_launcher.training.options import (
+    DEFAULT_DISTRIBUTION,
+    FILE,
+    HOROVOD,
+    INPUT_MODES,
+    MAX_KEEP_ALIVE_SECONDS,
+    MAX_RUN_SECONDS,
+    MWMS,
+    PARAMETER_SERVER,
+    LaunchRequestError,
+)
 
 TRAINING, STAGING = "training", "staging"
 # A tuning job's candidate, as SageMaker derives it from the definition (training/tuning.py): a

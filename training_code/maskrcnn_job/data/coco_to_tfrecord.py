@@ -47,17 +47,21 @@ import json
 import math
 import multiprocessing
 import os
-import shutil
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 from PIL import Image, ImageOps
 from pycocotools import mask as mask_api
 from tqdm import tqdm
 
-from maskrcnn_contract.labeling import (BOX_AS_MASK, BOXES_WITHOUT_MASK,
-                                        BOXES_WITHOUT_MASK_CHOICES, LEAVE_OUT, REFUSE,
-                                        check_boxes_without_mask)
+from maskrcnn_contract.labeling import (
+    BOX_AS_MASK,
+    BOXES_WITHOUT_MASK,
+    BOXES_WITHOUT_MASK_CHOICES,
+    LEAVE_OUT,
+    REFUSE,
+    check_boxes_without_mask,
+)
 
 from maskrcnn_job.data import exports, layout, tf_records
 
@@ -462,7 +466,7 @@ def convert_split(annotation_file: str, image_dir: str, tfrecord_dir: str, split
     bad_images: List[Problem] = []
     try:
         with _encoded(items, image_dir, labels, crowd_as_instances, workers) as results:
-            for (image, anns), (record, problem, turned) in tqdm(
+            for (_image, anns), (record, problem, turned) in tqdm(
                     zip(items, results), total=len(items), desc=f"{split} -> TFRecord",
                     unit="img", disable=not progress):
                 if problem:
@@ -727,7 +731,7 @@ def main(argv=None):
             results = convert_export(args.coco_dir, args.out_dir, val_fraction=args.val_fraction,
                                      seed=args.split_seed, **common)
     except ConversionError as error:
-        raise SystemExit(f"error: {error}")
+        raise SystemExit(f"error: {error}") from None
     for r in results.values():
         print(f"{r.split}: {r.num_images} images, {r.num_instances} instances, "
               f"{len(r.shards)} shard(s), {len(r.problems)} skipped")

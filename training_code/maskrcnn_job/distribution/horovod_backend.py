@@ -11,8 +11,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from maskrcnn_job.distribution.backend import (OnStep, check_fingerprints_equal,
-                                               weights_fingerprint)
+from maskrcnn_job.distribution.backend import OnStep, check_fingerprints_equal, weights_fingerprint
 
 
 class HorovodSyncBatchNormalization(tf_keras.layers.BatchNormalization):

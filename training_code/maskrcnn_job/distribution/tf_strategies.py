@@ -23,8 +23,7 @@ import tensorflow as tf
 import tf_keras
 
 from maskrcnn_job.distribution import cluster_spec
-from maskrcnn_job.distribution.backend import (OnStep, check_fingerprints_equal,
-                                               weights_fingerprint)
+from maskrcnn_job.distribution.backend import OnStep, check_fingerprints_equal, weights_fingerprint
 
 log = logging.getLogger(__name__)
 

@@ -35,9 +35,17 @@ import numpy as np
 from pycocotools import mask as mask_api
 
 from maskrcnn_contract import metrics as metric_names
+
 # The file, its places and its table are the contract's: the launcher reads them back too.
 from maskrcnn_contract.evaluation_report import (  # noqa: F401
-    MODEL_REPORT_DIR, OUTPUT_REPORT_DIR, REPORT_FILE, SCHEMA, picture_names, read, table)
+    MODEL_REPORT_DIR,
+    OUTPUT_REPORT_DIR,
+    REPORT_FILE,
+    SCHEMA,
+    picture_names,
+    read,
+    table,
+)
 
 TASKS = ("bbox", "segm")
 TASK_NAMES = {"bbox": "box", "segm": "mask"}
@@ -67,9 +75,9 @@ def category_names(category_ids: Sequence[int], dataset_categories: Optional[Seq
     from_file = {int(c["id"]): c["name"] for c in annotation_categories or []}
     ids = [int(i) for i in category_ids]
     # One mapping for all ids: by id when it names every one, else by source id if that does.
-    table = by_id if set(ids) <= set(by_id) or not set(ids) <= set(by_source) else by_source
+    mapping = by_id if set(ids) <= set(by_id) or not set(ids) <= set(by_source) else by_source
     for category_id in ids:
-        names[category_id] = (table.get(category_id) or from_file.get(category_id)
+        names[category_id] = (mapping.get(category_id) or from_file.get(category_id)
                               or str(category_id))
     return names
 

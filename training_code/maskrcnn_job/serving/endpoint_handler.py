@@ -57,7 +57,7 @@ def _threshold(value: str, where: str) -> float:
     try:
         threshold = float(value)
     except ValueError:
-        raise ValueError(f"{where}={value!r} is not a number")
+        raise ValueError(f"{where}={value!r} is not a number") from None
     if not 0.0 <= threshold <= 1.0:
         raise ValueError(f"{where}={threshold} is outside [0, 1]")
     return threshold

@@ -20,6 +20,7 @@ from typing import List, Optional
 import tensorflow as tf
 from official.core import config_definitions as cfg
 from official.vision.serving import detection
+
 # tf_keras's switch for per-layer traces (its own model.save(save_traces=False) sets it).
 from tf_keras.src.saving.legacy.saved_model import utils as keras_saved_model_utils
 

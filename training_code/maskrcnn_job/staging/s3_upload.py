@@ -4,8 +4,9 @@ downloads a prefix (an uploaded export)."""
 import os
 from typing import Tuple
 
-from maskrcnn_contract import s3_objects
 from tqdm import tqdm
+
+from maskrcnn_contract import s3_objects
 
 from maskrcnn_job.staging.downloads import StagingError
 

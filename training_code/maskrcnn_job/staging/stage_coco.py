@@ -26,8 +26,9 @@ import shutil
 import zipfile
 from typing import Dict, Optional, Sequence, Tuple
 
-from maskrcnn_contract.job_io import DATASET_COMPLETE_MARKER, DEFAULT_DATASET
 from tqdm import tqdm
+
+from maskrcnn_contract.job_io import DATASET_COMPLETE_MARKER, DEFAULT_DATASET
 
 from maskrcnn_job.staging import s3_upload, stage_backbone
 from maskrcnn_job.staging.downloads import RemoteFile, StagingError, download  # noqa: F401  (re-exported)

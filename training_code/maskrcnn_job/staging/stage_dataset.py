@@ -17,16 +17,31 @@ import argparse
 import os
 from typing import Dict, Optional, Sequence
 
-from maskrcnn_contract.job_io import (DATASET_COMPLETE_MARKER, DEFAULT_DATASET,
-                                      DEFAULT_SPLIT_SEED, DEFAULT_VAL_FRACTION,
-                                      STAGING_BACKBONES, STAGING_CONTAINER_WORK_DIR,
-                                      STAGING_CROWD_AS_INSTANCES, STAGING_DATASET,
-                                      STAGING_IMPORT_S3_URI, STAGING_PRETRAINED_S3_URI,
-                                      STAGING_S3_URI, STAGING_SPLIT_SEED, STAGING_STRICT,
-                                      STAGING_VAL_FRACTION, STAGING_WORK_DIR, DatasetNameError,
-                                      check_dataset_name)
-from maskrcnn_contract.labeling import (BOXES_WITHOUT_MASK, BOXES_WITHOUT_MASK_CHOICES, REFUSE,
-                                        check_boxes_without_mask)
+from maskrcnn_contract.job_io import (
+    DATASET_COMPLETE_MARKER,
+    DEFAULT_DATASET,
+    DEFAULT_SPLIT_SEED,
+    DEFAULT_VAL_FRACTION,
+    STAGING_BACKBONES,
+    STAGING_CONTAINER_WORK_DIR,
+    STAGING_CROWD_AS_INSTANCES,
+    STAGING_DATASET,
+    STAGING_IMPORT_S3_URI,
+    STAGING_PRETRAINED_S3_URI,
+    STAGING_S3_URI,
+    STAGING_SPLIT_SEED,
+    STAGING_STRICT,
+    STAGING_VAL_FRACTION,
+    STAGING_WORK_DIR,
+    DatasetNameError,
+    check_dataset_name,
+)
+from maskrcnn_contract.labeling import (
+    BOXES_WITHOUT_MASK,
+    BOXES_WITHOUT_MASK_CHOICES,
+    REFUSE,
+    check_boxes_without_mask,
+)
 
 from maskrcnn_job.staging import s3_upload, stage_backbone, stage_coco
 from maskrcnn_job.staging.downloads import StagingError

@@ -24,8 +24,12 @@ from typing import Callable, Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 import tf_keras
-from official.vision.dataloaders import input_reader, input_reader_factory, maskrcnn_input
-from official.vision.dataloaders import tf_example_decoder
+from official.vision.dataloaders import (
+    input_reader,
+    input_reader_factory,
+    maskrcnn_input,
+    tf_example_decoder,
+)
 from official.vision.evaluation import coco_utils
 
 from maskrcnn_contract import metrics as metric_names

@@ -11,9 +11,8 @@ import contextlib
 from typing import Optional
 
 import tf_keras
-from official.core import base_task
+from official.core import base_task, exp_factory
 from official.core import config_definitions as cfg
-from official.core import exp_factory
 from official.vision import registry_imports  # noqa: F401  (registers the vision experiments)
 
 from maskrcnn_contract.hyperparameters import Hyperparameters

@@ -153,7 +153,7 @@ def ask_all(peers: Sequence[Address], own_host: str, timeout_s: Optional[float] 
         host = LOOPBACK if peer.get("host") == own_host else str(peer.get("host"))
         try:
             answers[index] = Answer(peer, status=ask(host, port, timeout_s))
-        except socket.timeout:
+        except TimeoutError:
             answers[index] = Answer(peer, problem="timeout")
         except Exception as error:  # noqa: BLE001  (refused, unknown host, a garbled answer)
             answers[index] = Answer(peer, problem=_short(error))
