@@ -98,7 +98,7 @@ def play(request: dict, served: Served, s3_client) -> Played:
             try:
                 text, _ = answer(served, body, content_type,
                                  environment=request.get("Environment"))
-            except Exception as error:  # noqa: BLE001  (the container answers 4xx/5xx; the object fails)
+            except Exception as error:  # noqa: BLE001  (the container's 4xx/5xx: the object fails)
                 failed[key] = f"{type(error).__name__}: {error}"
                 continue
             s3_client.put_object(Bucket=out_bucket,

@@ -22,6 +22,7 @@ import sys
 from typing import Dict, List, Optional, Tuple
 
 from maskrcnn_contract.evaluation_report import MODEL_REPORT_DIR, REPORT_FILE
+
 from maskrcnn_job.serving import endpoint_handler
 from maskrcnn_launcher.labeling import handoff, predictions
 from maskrcnn_launcher.labeling.batch_plan import CONTENT_TYPE, IMAGE_SUFFIXES  # the transform's
@@ -85,7 +86,7 @@ def run(model_dir: str, folder: str, out_dir: str,
             body = f.read()
         try:
             text, _ = batch_transform.answer(served, body, CONTENT_TYPE, environment=environment)
-        except Exception as error:  # as the transform: the image fails, the others go on
+        except Exception as error:  # noqa: BLE001  (as the transform: an image fails, not the run)
             failed.append({"file_name": name, "reason": f"{type(error).__name__}: {error}"})
             continue
         answer = json.loads(text)

@@ -28,9 +28,8 @@ import os
 import time
 from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
 
-from maskrcnn_contract import hyperparameters, job_io
+from maskrcnn_contract import hyperparameters, job_io, tracking
 from maskrcnn_contract import metrics as metric_lines
-from maskrcnn_contract import tracking
 from maskrcnn_contract.hyperparameters import Hyperparameters
 
 from maskrcnn_job import sagemaker_env
