@@ -20,7 +20,8 @@ def build_app(app: cdk.App) -> cdk.App:
     config = DeploymentConfig.from_context(app.node.get_all_context())
     if config.pipeline_enabled:
         PipelineStack(app, f"{config.deployment_name}-pipeline", config=config,
-                      env=cdk.Environment(account=config.pipeline_account, region=config.pipeline_region))
+                      env=cdk.Environment(account=config.pipeline_account,
+                                          region=config.pipeline_region))
     else:
         # Region only, no account: a region-only environment stays free of synth-time lookups
         # (availability zones), and the training image needs the region (stacks/dlc.py).

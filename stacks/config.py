@@ -46,7 +46,8 @@ CIDR = re.compile(r"^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})/(\d{1,2})$")
 CONNECTION_ARN = re.compile(
     r"^arn:aws[a-z-]*:(codestar-connections|codeconnections):[a-z0-9-]+:\d{12}:connection/[0-9a-f-]{36}$"
 )
-SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]+$")
+SECRET_ARN = re.compile(
+    r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]+$")
 GIT_URL = re.compile(r"^https://[^\s/$.?#].[^\s]*$")
 # One address, as SNS's email protocol takes it (a subscription, confirmed from the mailbox):
 # local part, '@', a domain with a dot; no spaces, no second '@', no display name.
@@ -55,7 +56,8 @@ EMAIL = re.compile(r"^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9-
 # A standard SNS topic (SNS API reference, CreateTopic Name: 1-256 letters, digits, '-', '_'). A
 # FIFO topic's name ends in '.fifo': it takes messages with a message group id, which the
 # deployment's rules and alarms do not set (not verified whether EventBridge would add one).
-SNS_TOPIC_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z]{2}(-[a-z]+)+-\d:\d{12}:[A-Za-z0-9_-]{1,256}$")
+SNS_TOPIC_ARN = re.compile(
+    r"^arn:aws[a-z-]*:sns:[a-z]{2}(-[a-z]+)+-\d:\d{12}:[A-Za-z0-9_-]{1,256}$")
 ACCOUNT = re.compile(r"^\d{12}$")
 REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
 REPOSITORY = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
@@ -87,7 +89,7 @@ class BucketLayout:
     output: str = "jobs/"            # job outputs: model.tar.gz, output.tar.gz
     mlflow: str = "mlflow/"          # the MLflow tracking server's artifact store (maskrcnn:mlflow)
     checkpoints: str = "checkpoints/"  # one folder per training run, synced by SageMaker
-    samples: str = "samples/"        # images users upload for inference.ipynb to send to an endpoint
+    samples: str = "samples/"        # images uploaded for inference.ipynb to send to an endpoint
 
 
 # --- what a value may be: `-c` strings and cdk.json's JSON types, then each setting's rule --------
@@ -107,7 +109,8 @@ def _boolean(value: Any) -> Any:
 def _whole(value: Any) -> Any:
     if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
         return int(value)
-    return value if isinstance(value, int) and not isinstance(value, bool) else _refuse("use a whole number")
+    return (value if isinstance(value, int) and not isinstance(value, bool)
+            else _refuse("use a whole number"))
 
 
 def _text(value: Any) -> Any:
@@ -204,7 +207,8 @@ class DeploymentConfig(BaseModel):
     # Names every resource and the SSM path `/<deployment_name>/...`: lets two deployments
     # (say, dev and prod) live in one account.
     deployment_name: _checked(Text, DEPLOYMENT_NAME, "2-24 characters: a lowercase letter, then "
-                              "lowercase letters, digits or '-', ending in a letter or a digit") = "maskrcnn"
+                              "lowercase letters, digits or '-', ending in a letter or a "
+                              "digit") = "maskrcnn"
     # The region to deploy to. Empty: the CLI's region (CDK_DEFAULT_REGION), which `cdk deploy`
     # always knows; it picks the training image's base (the region's Deep Learning Container).
     region: _unset_or(_checked(Text, REGION, REGION_NAME)) = None
@@ -221,8 +225,8 @@ class DeploymentConfig(BaseModel):
                                       f"one of {list(LOG_RETENTION_DAYS)}") = 365
     # Storage: every dataset below one prefix, <datasets_prefix><name>/ (COCO 2017 is 'coco2017').
     datasets_prefix: Prefix = "datasets/"
-    existing_efs_id: _unset_or(_checked(Text, EFS_ID,
-                                        "an EFS file system id such as 'fs-0123456789abcdef0'")) = None
+    existing_efs_id: _unset_or(_checked(
+        Text, EFS_ID, "an EFS file system id such as 'fs-0123456789abcdef0'")) = None
     fsx_enabled: Bool = True
     fsx_deployment_type: _checked(Text, lambda kind: kind in FSX_DEPLOYMENT_TYPES,
                                   f"one of {', '.join(FSX_DEPLOYMENT_TYPES)} (SCRATCH_1 cannot "
@@ -231,8 +235,9 @@ class DeploymentConfig(BaseModel):
     # MB/s per TiB; empty: 250 for PERSISTENT_2, 200 for PERSISTENT_1 (SCRATCH_2 has no setting).
     fsx_throughput_per_tib: _unset_or(Int) = None
     # Notebook
-    notebook_instance_type: _checked(Text, NOTEBOOK_INSTANCE_TYPE,
-                                     "a SageMaker instance type such as 'ml.t3.large'") = "ml.t3.large"
+    notebook_instance_type: _checked(
+        Text, NOTEBOOK_INSTANCE_TYPE, "a SageMaker instance type such as 'ml.t3.large'"
+    ) = "ml.t3.large"
     notebook_volume_gib: _checked(Int, lambda gib: 5 <= gib <= 16384, "5 to 16384 GiB") = 50
     git_repository_url: _unset_or(_checked(Text, GIT_URL, "an https:// clone URL")) = None
     git_branch: _checked(Text, _is_branch, BRANCH) = "main"
@@ -311,7 +316,8 @@ class DeploymentConfig(BaseModel):
         return len(self.availability_zones) or 2
 
     def context_arguments(self) -> List[str]:
-        """`-c key=value` arguments that rebuild this config (settings that differ from defaults)."""
+        """`-c key=value` arguments that rebuild this config (settings that differ from
+        defaults)."""
         defaults = DeploymentConfig()
         arguments = []
         for name in type(self).model_fields:
@@ -384,7 +390,8 @@ class DeploymentConfig(BaseModel):
                    f"1200, 2400 or a multiple of 2400 GiB for {kind}")
         allowed, throughput = FSX_THROUGHPUT_PER_TIB[kind], self.fsx_throughput_per_tib
         if allowed and throughput is not None and throughput not in allowed:
-            yield ("fsx_throughput_per_tib", throughput, f"one of {list(allowed)} MB/s per TiB for {kind}")
+            yield ("fsx_throughput_per_tib", throughput,
+                   f"one of {list(allowed)} MB/s per TiB for {kind}")
         if not allowed and throughput is not None:
             yield ("fsx_throughput_per_tib", throughput, f"null: {kind} has a fixed throughput")
         # EventBridge delivers to an SNS target in the rule's own region (docs/aws-rules.md SNS-1).
@@ -405,7 +412,8 @@ class DeploymentConfig(BaseModel):
             # Each would be ignored without a repository: refused rather than dropped.
             for name in ("git_branch", "git_secret_arn", "git_username"):
                 if name in self.model_fields_set and getattr(self, name) is not None:
-                    yield (name, getattr(self, name), "unset unless maskrcnn:git_repository_url is set")
+                    yield (name, getattr(self, name),
+                           "unset unless maskrcnn:git_repository_url is set")
             return
         if self.git_secret_arn is not None and self.git_username is not None:
             yield ("git_username", self.git_username,
@@ -419,7 +427,8 @@ class DeploymentConfig(BaseModel):
         if not self.pipeline_enabled:
             return
         when = "when maskrcnn:pipeline_enabled is true"
-        for name, what in (("pipeline_connection_arn", CONNECTION), ("pipeline_repository", OWNER_NAME),
+        for name, what in (("pipeline_connection_arn", CONNECTION),
+                           ("pipeline_repository", OWNER_NAME),
                            ("pipeline_account", ACCOUNT_ID), ("pipeline_region", REGION_NAME)):
             if getattr(self, name) is None:
                 yield (name, None, f"{what} {when}")
@@ -458,4 +467,5 @@ def _message(error: Mapping[str, Any]) -> str:
     return f"{CONTEXT_PREFIX}{name}: {value!r} is not allowed; {context.get('tail', error['msg'])}"
 
 
-__all__ = ["BucketLayout", "ConfigError", "DeploymentConfig", "CONTEXT_PREFIX", "FSX_DEPLOYMENT_TYPES"]
+__all__ = ["BucketLayout", "ConfigError", "DeploymentConfig", "CONTEXT_PREFIX",
+           "FSX_DEPLOYMENT_TYPES"]

@@ -61,6 +61,7 @@ def add_deployment(scope: Construct, config: DeploymentConfig, **kwargs) -> Depl
 class DeploymentStage(Stage):
     """The deployment as a CDK Pipelines stage."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig, **kwargs) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig,
+                 **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.deployment = add_deployment(self, config)

@@ -73,10 +73,12 @@ def training_job_message(console: str) -> List[str]:
     job = events.EventField.from_path("$.detail.TrainingJobName")
     region = events.EventField.from_path("$.region")
     return [
-        f"SageMaker training job {job}: {events.EventField.from_path('$.detail.TrainingJobStatus')} "
+        f"SageMaker training job {job}: "
+        f"{events.EventField.from_path('$.detail.TrainingJobStatus')} "
         f"({events.EventField.from_path('$.detail.SecondaryStatus')})",
         f"FailureReason: {events.EventField.from_path('$.detail.FailureReason')}",
-        f"Training started at {events.EventField.from_path('$.detail.TrainingStartTime')} and ended "
+        f"Training started at {events.EventField.from_path('$.detail.TrainingStartTime')} "
+        "and ended "
         f"at {events.EventField.from_path('$.detail.TrainingEndTime')} (milliseconds since "
         f"1970-01-01 UTC); this state change at {events.EventField.time}. The duration is on the "
         "job's page:",
@@ -161,7 +163,8 @@ class Monitoring(Construct):
         """EventBridge and the launcher's CloudWatch alarms publish to the encrypted topic: each
         needs sns:Publish in the topic policy and the topic's key in that key's policy (SNS-1,
         SNS-2)."""
-        alarms = f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}:alarm:{self.prefix}-*"
+        alarms = (f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}"
+                  f":alarm:{self.prefix}-*")
         publishers = (
             # SNS developer guide: a condition on EventBridge's use of the key is not supported for
             # EventBridge-to-encrypted-topic delivery, and the EventBridge guide allows no
@@ -170,8 +173,9 @@ class Monitoring(Construct):
             # CloudWatch user guide, "Setting up Amazon SNS notifications": the alarms of this
             # account, here this deployment's (<prefix>-*), by aws:SourceArn and aws:SourceAccount
             # (SNS-2).
-            ("IdleEndpointAlarms", CLOUDWATCH, {"ArnLike": {"aws:SourceArn": alarms},
-                                                "StringEquals": {"aws:SourceAccount": stack.account}}),
+            ("IdleEndpointAlarms", CLOUDWATCH,
+             {"ArnLike": {"aws:SourceArn": alarms},
+              "StringEquals": {"aws:SourceAccount": stack.account}}),
         )
         for name, service, conditions in publishers:
             topic.add_to_resource_policy(iam.PolicyStatement(
@@ -213,7 +217,8 @@ def dashboard_widgets(prefix: str) -> List[List[cloudwatch.IWidget]]:
     jobs = ("TrainingJobName", prefix)
     hosts = ("Host", prefix)
     endpoints = ("EndpointName", prefix)
-    job_metric = lambda name: search(TRAINING_NAMESPACE, ("TrainingJobName",), name, jobs, "Average")  # noqa: E731
+    job_metric = lambda name: search(  # noqa: E731
+        TRAINING_NAMESPACE, ("TrainingJobName",), name, jobs, "Average")
     host_metric = lambda name: search(TRAINING_NAMESPACE, ("Host",), name, hosts, "Average")  # noqa: E731
     endpoint_metric = lambda name, statistic: search(  # noqa: E731
         ENDPOINT_NAMESPACE, ("EndpointName", "VariantName"), name, endpoints, statistic)

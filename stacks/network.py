@@ -94,20 +94,25 @@ class Network(Construct):
         # TCP ports, NCCL sockets, EFA), on ports chosen at run time, so the group admits all
         # traffic from itself and nothing from anywhere else.
         self.training_sg = self._group(
-            "TrainingSecurityGroup", "Training jobs: all traffic between hosts of a job (MPI, NCCL)")
+            "TrainingSecurityGroup",
+            "Training jobs: all traffic between hosts of a job (MPI, NCCL)")
         self.training_sg.add_ingress_rule(self.training_sg, ec2.Port.all_traffic(),
                                           "MPI and NCCL between the hosts of a job")
-        self.notebook_sg = self._group("NotebookSecurityGroup", "SageMaker notebook instance: no inbound")
+        self.notebook_sg = self._group("NotebookSecurityGroup",
+                                       "SageMaker notebook instance: no inbound")
         # DataSync's network interfaces that write the S3 copy into EFS.
-        self.datasync_sg = self._group("DataSyncSecurityGroup", "DataSync S3 to EFS copy: no inbound")
+        self.datasync_sg = self._group("DataSyncSecurityGroup",
+                                       "DataSync S3 to EFS copy: no inbound")
         clients = (self.training_sg, self.notebook_sg)
 
-        self.efs_sg = self._group("EfsSecurityGroup", "EFS mount targets: NFS from training, notebook and DataSync",
+        self.efs_sg = self._group("EfsSecurityGroup",
+                                  "EFS mount targets: NFS from training, notebook and DataSync",
                                   allow_all_outbound=False)
         for client in (*clients, self.datasync_sg):
             self.efs_sg.add_ingress_rule(client, EFS_PORT, f"NFS from {client.node.id}")
 
-        self.fsx_sg = self._group("FsxSecurityGroup", "FSx for Lustre: Lustre from training and notebook",
+        self.fsx_sg = self._group("FsxSecurityGroup",
+                                  "FSx for Lustre: Lustre from training and notebook",
                                   allow_all_outbound=False)
         for port in LUSTRE_PORTS:
             # The group has no allow-all outbound, so every Lustre flow is opened both ways: the
@@ -116,12 +121,14 @@ class Network(Construct):
             self.fsx_sg.add_egress_rule(self.fsx_sg, port, "Lustre among the file servers")
             for client in clients:
                 self.fsx_sg.add_ingress_rule(client, port, f"Lustre from {client.node.id}")
-                self.fsx_sg.connections.allow_to(client, port, f"Lustre to and from {client.node.id}")
+                self.fsx_sg.connections.allow_to(client, port,
+                                                 f"Lustre to and from {client.node.id}")
 
         # Training containers read S3 through the gateway endpoint (no NAT needed for data).
         self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3,
                                       subnets=[self.private_subnets])
-        self.endpoint_sg = self._group("EndpointSecurityGroup", "Interface endpoints: HTTPS from training and notebook",
+        self.endpoint_sg = self._group("EndpointSecurityGroup",
+                                       "Interface endpoints: HTTPS from training and notebook",
                                        allow_all_outbound=False)
         for client in clients:
             self.endpoint_sg.add_ingress_rule(client, HTTPS, f"HTTPS from {client.node.id}")
@@ -134,6 +141,7 @@ class Network(Construct):
                 security_groups=[self.endpoint_sg], private_dns_enabled=True, open=False,
             )
 
-    def _group(self, construct_id: str, description: str, allow_all_outbound: bool = True) -> ec2.SecurityGroup:
+    def _group(self, construct_id: str, description: str,
+               allow_all_outbound: bool = True) -> ec2.SecurityGroup:
         return ec2.SecurityGroup(self, construct_id, vpc=self.vpc, description=description,
                                  allow_all_outbound=allow_all_outbound)

@@ -160,13 +160,14 @@ class Notebook(Construct):
             # CodeArtifact user guide, "Using service bearer tokens": the token CodeArtifact
             # needs is issued by STS, for this service only.
             iam.PolicyStatement(actions=["sts:GetServiceBearerToken"], resources=["*"],
-                                conditions={"StringEquals": {"sts:AWSServiceName": "codeartifact.amazonaws.com"}}),
+                                conditions={"StringEquals": {
+                                    "sts:AWSServiceName": "codeartifact.amazonaws.com"}}),
         ], wildcard_reason="sts:GetServiceBearerToken supports no resource but '*'; the condition "
            "limits it to CodeArtifact's tokens.")
         return repository
 
-    def _code_repository(self, config: DeploymentConfig,
-                         statements: list[iam.PolicyStatement]) -> sagemaker.CfnCodeRepository | None:
+    def _code_repository(self, config: DeploymentConfig, statements: list[iam.PolicyStatement]
+                         ) -> sagemaker.CfnCodeRepository | None:
         if config.git_repository_url is None:
             return None
         secret_arn = config.git_secret_arn
@@ -183,7 +184,8 @@ class Notebook(Construct):
             )
             acknowledge(secret, "AwsSolutions-SMG4",
                         "A Git host's personal access token cannot be rotated by a Secrets Manager "
-                        "rotation Lambda; the user rotates it at the Git host and updates the secret.")
+                        "rotation Lambda; the user rotates it at the Git host and updates the "
+                        "secret.")
             secret_arn = secret.secret_arn
         if secret_arn is not None:
             statements.append(iam.PolicyStatement(
@@ -194,7 +196,8 @@ class Notebook(Construct):
         return sagemaker.CfnCodeRepository(
             self, "GitRepository",
             git_config=sagemaker.CfnCodeRepository.GitConfigProperty(
-                repository_url=config.git_repository_url, branch=config.git_branch, secret_arn=secret_arn),
+                repository_url=config.git_repository_url, branch=config.git_branch,
+                secret_arn=secret_arn),
         )
 
     def _grant_launching(self, network: Network, training: Training) -> None:
@@ -223,10 +226,11 @@ class Notebook(Construct):
                 conditions={"NumericLessThanEquals": {"sagemaker:KeepAlivePeriod": "0"}}),
             iam.PolicyStatement(
                 sid="ManageOwnTrainingJobs",
-                actions=["sagemaker:DescribeTrainingJob", "sagemaker:StopTrainingJob", "sagemaker:AddTags",
-                         "sagemaker:ListTags"],
+                actions=["sagemaker:DescribeTrainingJob", "sagemaker:StopTrainingJob",
+                         "sagemaker:AddTags", "sagemaker:ListTags"],
                 resources=[jobs]),
-            iam.PolicyStatement(sid="ListTrainingJobs", actions=["sagemaker:ListTrainingJobs"], resources=["*"]),
+            iam.PolicyStatement(sid="ListTrainingJobs", actions=["sagemaker:ListTrainingJobs"],
+                                resources=["*"]),
             iam.PolicyStatement(
                 sid="CreateTuningJobsInTheTrainingVpcOnly",
                 actions=["sagemaker:CreateHyperParameterTuningJob"],
@@ -252,7 +256,8 @@ class Notebook(Construct):
         policy(self, "ReadParameters", self.role, [iam.PolicyStatement(
             actions=["ssm:GetParameter", "ssm:GetParameters", "ssm:GetParametersByPath"],
             resources=[
-                self._stack.format_arn(service="ssm", resource="parameter", resource_name=self.config.deployment_name),
+                self._stack.format_arn(service="ssm", resource="parameter",
+                                       resource_name=self.config.deployment_name),
                 self._stack.format_arn(service="ssm", resource="parameter",
                                 resource_name=f"{self.config.deployment_name}/*"),
             ])],
@@ -274,20 +279,21 @@ class Notebook(Construct):
                 actions=["cloudwatch:GetMetricData", "cloudwatch:ListMetrics"],
                 resources=["*"]),
         ], wildcards=("*", "/aws/sagemaker/TrainingJobs:*", "/aws/sagemaker/NotebookInstances:*"),
-           wildcard_reason="Log streams are one per job host or per lifecycle script (':*' is the streams of "
-           "the two named groups); CloudWatch metric reads support no resource but '*'.")
+           wildcard_reason="Log streams are one per job host or per lifecycle script (':*' is the "
+           "streams of the two named groups); CloudWatch metric reads support no resource but '*'.")
 
     def _grant_deploying(self, network: Network, training: Training, storage: Storage) -> None:
-        """The launcher's deploy path (notebooks/maskrcnn_launcher/serving/endpoint_plan.py): a model in the
-        training VPC with the model role, an endpoint configuration and an endpoint, Application
-        Auto Scaling of the endpoint's variant (target tracking), invocations, and the reverse; and
-        predict-batch's transform jobs of such a model (docs/aws-rules.md BT-1).
+        """The launcher's deploy path (notebooks/maskrcnn_launcher/serving/endpoint_plan.py): a
+        model in the training VPC with the model role, an endpoint configuration and an endpoint,
+        Application Auto Scaling of the endpoint's variant (target tracking), invocations, and the
+        reverse; and predict-batch's transform jobs of such a model (docs/aws-rules.md BT-1).
         Every SageMaker resource is named '<prefix>-...' like the training jobs
         (docs/aws-rules.md IAM-3, IAM-4, IAM-5)."""
         prefix = training.job_name_prefix
 
         def arn(resource: str) -> str:
-            return self._stack.format_arn(service="sagemaker", resource=resource, resource_name=f"{prefix}-*")
+            return self._stack.format_arn(service="sagemaker", resource=resource,
+                                          resource_name=f"{prefix}-*")
 
         models, configs, endpoints = arn("model"), arn("endpoint-config"), arn("endpoint")
         transforms, key_arn = arn("transform-job"), storage.data_key.key_arn
@@ -316,7 +322,8 @@ class Notebook(Construct):
                 # DescribeEndpoint(Config) and UpdateEndpointWeightsAndCapacities are what
                 # Application Auto Scaling requires of its caller for SageMaker (IAM-5).
                 actions=["sagemaker:DescribeEndpoint", "sagemaker:DeleteEndpoint",
-                         "sagemaker:UpdateEndpointWeightsAndCapacities", "sagemaker:InvokeEndpoint"],
+                         "sagemaker:UpdateEndpointWeightsAndCapacities",
+                         "sagemaker:InvokeEndpoint"],
                 resources=[endpoints]),
             iam.PolicyStatement(
                 # The CLI's `endpoints` and inference.ipynb list the deployment's endpoints; a
@@ -347,11 +354,12 @@ class Notebook(Construct):
                 actions=["iam:PassRole"],
                 resources=[training.model_role.role_arn],
                 conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}),
-        ], wildcards=("*", f":model/{prefix}-*", f":endpoint-config/{prefix}-*", f":endpoint/{prefix}-*",
-                      f":transform-job/{prefix}-*"),
-           wildcard_reason=f"Models, endpoint configurations, endpoints and transform jobs are named "
-           f"at deploy or predict time, all starting '{prefix}-'; models must attach to the training "
-           "subnets and security group; sagemaker:ListEndpoints supports no resource but '*'.")
+        ], wildcards=("*", f":model/{prefix}-*", f":endpoint-config/{prefix}-*",
+                      f":endpoint/{prefix}-*", f":transform-job/{prefix}-*"),
+           wildcard_reason=f"Models, endpoint configurations, endpoints and transform jobs are "
+           f"named at deploy or predict time, all starting '{prefix}-'; models must attach to the "
+           "training subnets and security group; sagemaker:ListEndpoints supports no resource but "
+           "'*'.")
 
         service_linked_role = (
             f"arn:{self._stack.partition}:iam::{self._stack.account}:role/aws-service-role/"
@@ -404,10 +412,11 @@ class Notebook(Construct):
         """The launcher's deploy creates a CloudWatch alarm `<endpoint>-idle` that notifies the
         deployment's topic when the endpoint has had no invocations for some hours, and
         delete-endpoint deletes it (docs/aws-rules.md CW-3): alarms named `<prefix>-*` only,
-        whose actions are the deployment's topic and nothing else (cloudwatch:AlarmActions, CloudWatch
-        user guide, "Using condition keys to limit alarm actions"; the Null guard: ForAllValues
-        alone would pass an alarm without actions, as for SM-6). cloudwatch:DescribeAlarms, which
-        delete and the endpoint listing read, is granted on '*' already (ScaleEndpoints)."""
+        whose actions are the deployment's topic and nothing else (cloudwatch:AlarmActions,
+        CloudWatch user guide, "Using condition keys to limit alarm actions"; the Null guard:
+        ForAllValues alone would pass an alarm without actions, as for SM-6).
+        cloudwatch:DescribeAlarms, which delete and the endpoint listing read, is granted on '*'
+        already (ScaleEndpoints)."""
         prefix = training.job_name_prefix
         alarms = self._stack.format_arn(service="cloudwatch", resource="alarm",
                                         resource_name=f"{prefix}-*",
@@ -438,12 +447,14 @@ class Notebook(Construct):
                 sid="RegisterVersionsPendingApprovalOnly",
                 actions=["sagemaker:CreateModelPackage"],
                 resources=[registry.versions_arn],
-                conditions={"StringEquals": {"sagemaker:ModelApprovalStatus": model_registry.PENDING}}),
+                conditions={"StringEquals": {
+                    "sagemaker:ModelApprovalStatus": model_registry.PENDING}}),
             iam.PolicyStatement(
                 sid="ApproveOrRejectVersions",
                 actions=["sagemaker:UpdateModelPackage"],
                 resources=[registry.versions_arn],
-                conditions={"StringEquals": {"sagemaker:ModelApprovalStatus": list(model_registry.DECISIONS)}}),
+                conditions={"StringEquals": {
+                    "sagemaker:ModelApprovalStatus": list(model_registry.DECISIONS)}}),
             iam.PolicyStatement(
                 sid="DescribeVersions",
                 actions=["sagemaker:DescribeModelPackage"],
@@ -491,8 +502,8 @@ class Notebook(Construct):
                 sid="DescribeAndMountEfsReadOnly",
                 # The lifecycle script mounts EFS with TLS and IAM (`-o tls,iam`): ClientMount
                 # alone is a read-only mount (EFS user guide, IAM for NFS clients).
-                actions=["elasticfilesystem:DescribeFileSystems", "elasticfilesystem:DescribeMountTargets",
-                         "elasticfilesystem:ClientMount"],
+                actions=["elasticfilesystem:DescribeFileSystems",
+                         "elasticfilesystem:DescribeMountTargets", "elasticfilesystem:ClientMount"],
                 resources=[storage.efs.file_system_arn]),
             iam.PolicyStatement(
                 sid="DescribeFsxAndItsImports",
@@ -501,5 +512,5 @@ class Notebook(Construct):
                 resources=["*"]),
         ], wildcards=("*", "/execution/*"), wildcard_reason=
            "Executions of the deployment's DataSync tasks get their ids when started "
-           "('execution/*' of each task); the FSx Describe calls that list file systems, associations and import "
-           "tasks are authorized on '*' and return metadata only.")
+           "('execution/*' of each task); the FSx Describe calls that list file systems, "
+           "associations and import tasks are authorized on '*' and return metadata only.")

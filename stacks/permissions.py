@@ -27,8 +27,9 @@ DECRYPT = ["kms:Decrypt", "kms:DescribeKey"]
 ENCRYPT_DECRYPT = ["kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:GenerateDataKey"]
 
 
-def policy(scope: Construct, construct_id: str, role: iam.IRole, statements: Sequence[iam.PolicyStatement],
-           wildcard_reason: str | None = None, *, wildcards: Sequence[str] = ("*",)) -> iam.Policy:
+def policy(scope: Construct, construct_id: str, role: iam.IRole,
+           statements: Sequence[iam.PolicyStatement], wildcard_reason: str | None = None, *,
+           wildcards: Sequence[str] = ("*",)) -> iam.Policy:
     """Attaches one named policy.
 
     With `wildcard_reason`, the cdk-nag IAM5 findings of this policy whose resource ends with one of
@@ -37,7 +38,8 @@ def policy(scope: Construct, construct_id: str, role: iam.IRole, statements: Seq
     """
     attached = iam.Policy(scope, construct_id, statements=list(statements), roles=[role])
     if wildcard_reason is not None:
-        attached.node.add_validation(_AcknowledgeWildcards(attached, tuple(wildcards), wildcard_reason))
+        attached.node.add_validation(
+            _AcknowledgeWildcards(attached, tuple(wildcards), wildcard_reason))
     return attached
 
 
@@ -77,7 +79,8 @@ class _AcknowledgeGeneratedPolicies:
         for construct in self.scope.node.find_all():
             if not isinstance(construct, iam.CfnPolicy):
                 continue
-            reason = next((r for fragment, r in self.reasons.items() if fragment in construct.node.path), None)
+            reason = next((r for fragment, r in self.reasons.items()
+                           if fragment in construct.node.path), None)
             if reason is None:
                 continue
             document = Stack.of(construct).resolve(construct.policy_document)
@@ -91,7 +94,8 @@ def acknowledge_generated_policies(scope: Construct, reasons: dict[str, str]) ->
 
 
 def wildcard_findings(document: dict) -> list[str]:
-    """The IAM5 findings cdk-nag reports for a resolved policy document (`Action::x`, `Resource::y`)."""
+    """The IAM5 findings cdk-nag reports for a resolved policy document (`Action::x`,
+    `Resource::y`)."""
     findings = []
     for statement in document.get("Statement", []):
         if statement.get("Effect") != "Allow":
@@ -129,8 +133,9 @@ def flatten_reference(node: Any) -> str:
     return json.dumps(node, separators=(",", ":"))
 
 
-def bucket_prefixes(scope: Construct, construct_id: str, role: iam.IRole, bucket: s3.IBucket, key: kms.IKey,
-                    *, read: Sequence[str] = (), write: Sequence[str] = ()) -> iam.Policy:
+def bucket_prefixes(scope: Construct, construct_id: str, role: iam.IRole, bucket: s3.IBucket,
+                    key: kms.IKey, *, read: Sequence[str] = (),
+                    write: Sequence[str] = ()) -> iam.Policy:
     """Object access limited to key prefixes of one SSE-KMS bucket, plus listing those prefixes."""
     statements = []
     if read:
@@ -142,14 +147,15 @@ def bucket_prefixes(scope: Construct, construct_id: str, role: iam.IRole, bucket
     statements.append(iam.PolicyStatement(
         actions=["s3:ListBucket"], resources=[bucket.bucket_arn],
         conditions={"StringLike": {"s3:prefix": [p + "*" for p in (*read, *write)]}}))
-    statements.append(iam.PolicyStatement(actions=["s3:GetBucketLocation"], resources=[bucket.bucket_arn]))
+    statements.append(iam.PolicyStatement(actions=["s3:GetBucketLocation"],
+                                          resources=[bucket.bucket_arn]))
     statements.append(iam.PolicyStatement(actions=ENCRYPT_DECRYPT if write else DECRYPT,
                                           resources=[key.key_arn]))
     prefixes = ", ".join(sorted({*read, *write}))
     return policy(scope, construct_id, role, statements,
                   wildcards=[f"/{p}*" for p in (*read, *write)], wildcard_reason=
-                  f"Objects are created at run time under the prefixes {prefixes}; access is limited "
-                  "to those prefixes of the one data bucket, with explicit actions.")
+                  f"Objects are created at run time under the prefixes {prefixes}; access is "
+                  "limited to those prefixes of the one data bucket, with explicit actions.")
 
 
 def log_group_arn(stack: Stack, group: str) -> str:

@@ -26,16 +26,17 @@ from stacks.permissions import acknowledge_generated_policies
 # Why the wildcards in the roles CDK Pipelines generates are accepted, by role (path fragment).
 GENERATED_ROLE_REASONS = {
     "/Pipeline/Assets/": (
-        "CDK Pipelines' asset publishing roles: read this pipeline's artifacts (object keys are made "
-        "per execution), write the logs and reports of their CodeBuild projects (named per build), "
-        "and assume only the CDK bootstrap publishing roles."),
+        "CDK Pipelines' asset publishing roles: read this pipeline's artifacts (object keys are "
+        "made per execution), write the logs and reports of their CodeBuild projects (named per "
+        "build), and assume only the CDK bootstrap publishing roles."),
     "/UpdatePipeline/SelfMutation/": (
         "CDK Pipelines' self-mutation project: reads this pipeline's artifacts (keys made per "
-        "execution), writes its own CodeBuild logs and reports, and assumes only roles tagged as CDK "
-        "bootstrap roles (the tag condition limits 'role/*')."),
+        "execution), writes its own CodeBuild logs and reports, and assumes only roles tagged as "
+        "CDK bootstrap roles (the tag condition limits 'role/*')."),
     "/Build/Synth/": (
         "CDK Pipelines' synth project: reads and writes this pipeline's artifacts (keys made per "
-        "execution) with its KMS key, and writes its own CodeBuild logs and reports (named per build)."),
+        "execution) with its KMS key, and writes its own CodeBuild logs and reports (named per "
+        "build)."),
     "/Pipeline/Source/": (
         "CDK Pipelines' source action: writes the checked-out source into this pipeline's artifact "
         "bucket (keys made per execution) with its KMS key."),
@@ -46,13 +47,15 @@ GENERATED_ROLE_REASONS = {
 
 # The CLI the synth step runs is the one package.json pins (npm ci): the pipeline's own CLI too.
 CDK_CLI_VERSION = json.loads(
-    (Path(__file__).resolve().parent.parent / "package.json").read_text())["devDependencies"]["aws-cdk"]
+    (Path(__file__).resolve().parent.parent / "package.json").read_text()
+)["devDependencies"]["aws-cdk"]
 
 
 class PipelineStack(Stack):
     """A self-mutating CodePipeline (V2) that deploys `DeploymentStage`."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig, **kwargs) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig,
+                 **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
         source = pipelines.CodePipelineSource.connection(
             config.pipeline_repository, config.pipeline_branch,
@@ -102,8 +105,8 @@ class PipelineStack(Stack):
 
     def _artifact_bucket(self) -> s3.Bucket:
         """Artifacts under a customer managed key with rotation, TLS only, access-logged."""
-        key = kms.Key(self, "ArtifactKey", enable_key_rotation=True, removal_policy=RemovalPolicy.RETAIN,
-                      description="CDK Pipelines artifacts")
+        key = kms.Key(self, "ArtifactKey", enable_key_rotation=True,
+                      removal_policy=RemovalPolicy.RETAIN, description="CDK Pipelines artifacts")
         access_logs = s3.Bucket(
             self, "ArtifactAccessLogs",
             encryption=s3.BucketEncryption.S3_MANAGED, enforce_ssl=True,

@@ -1,4 +1,5 @@
-"""Training: the training-image asset, the job and model roles, and the SSM parameters launchers read.
+"""Training: the training-image asset, the job and model roles, and the SSM parameters launchers
+read.
 
 Three roles, each with only what its job does:
 - the training role reads the datasets and pretrained prefixes and writes outputs and checkpoints
@@ -104,7 +105,8 @@ class Training(Construct):
             # for SageMaker's own checks of the role at job creation, so it is not used.)
             assumed_by=iam.ServicePrincipal(SAGEMAKER, conditions={
                 "StringEquals": {"aws:SourceAccount": self._stack.account},
-                "ArnLike": {"aws:SourceArn": f"arn:{self._stack.partition}:sagemaker:{self._stack.region}:{self._stack.account}:*"},
+                "ArnLike": {"aws:SourceArn": f"arn:{self._stack.partition}:sagemaker:"
+                                             f"{self._stack.region}:{self._stack.account}:*"},
             }),
             description=f"{self.config.deployment_name}: execution role of {purpose}",
         )
@@ -136,12 +138,15 @@ class Training(Construct):
         network interfaces in the private subnets with the training group, delete them in this
         VPC, and describe the network (SageMaker developer guide, "CreateTrainingJob API" and
         "CreateModel API: Execution Role Permissions", "If you specify a private VPC")."""
-        subnet_arns = [self._stack.format_arn(service="ec2", resource="subnet", resource_name=s.subnet_id)
+        subnet_arns = [self._stack.format_arn(service="ec2", resource="subnet",
+                                              resource_name=s.subnet_id)
                        for s in network.private.subnets]
         sg_arn = self._stack.format_arn(service="ec2", resource="security-group",
                                  resource_name=network.training_sg.security_group_id)
-        eni_arns = self._stack.format_arn(service="ec2", resource="network-interface", resource_name="*")
-        vpc_arn = self._stack.format_arn(service="ec2", resource="vpc", resource_name=network.vpc.vpc_id)
+        eni_arns = self._stack.format_arn(service="ec2", resource="network-interface",
+                                          resource_name="*")
+        vpc_arn = self._stack.format_arn(service="ec2", resource="vpc",
+                                         resource_name=network.vpc.vpc_id)
         policy(self, construct_id, role, [
             iam.PolicyStatement(actions=["ec2:CreateNetworkInterface"],
                                 resources=[*subnet_arns, sg_arn, eni_arns]),
@@ -150,8 +155,9 @@ class Training(Construct):
                          "ec2:DeleteNetworkInterfacePermission"],
                 resources=[eni_arns], conditions={"ArnEquals": {"ec2:Vpc": vpc_arn}}),
             iam.PolicyStatement(
-                actions=["ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs", "ec2:DescribeDhcpOptions",
-                         "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", *extra_describe],
+                actions=["ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs",
+                         "ec2:DescribeDhcpOptions", "ec2:DescribeSubnets",
+                         "ec2:DescribeSecurityGroups", *extra_describe],
                 resources=["*"]),
         ], wildcards=("*", ":network-interface/*"), wildcard_reason=
            "Network interfaces get their ids when SageMaker creates them: creation is "
@@ -169,9 +175,11 @@ class Training(Construct):
         role = iam.Role(
             self, "ModelRole",
             assumed_by=iam.ServicePrincipal(SAGEMAKER, conditions={
-                "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:sagemaker:{stack.region}:{stack.account}:*"},
+                "ArnLike": {"aws:SourceArn":
+                            f"arn:{stack.partition}:sagemaker:{stack.region}:{stack.account}:*"},
             }),
-            description=f"{self.config.deployment_name}: execution role of models hosted on endpoints",
+            description=f"{self.config.deployment_name}: execution role of models hosted on "
+                        "endpoints",
         )
         bucket, key = storage.data_bucket, storage.data_key
         # model.tar.gz lies under the output prefix, where the training jobs wrote it; a batch
@@ -182,7 +190,8 @@ class Training(Construct):
         policy(self, "ModelRoleDataCapture", role, [
             iam.PolicyStatement(actions=["s3:PutObject", "s3:AbortMultipartUpload"],
                                 resources=[bucket.arn_for_objects(capture + "*")]),
-            iam.PolicyStatement(actions=["kms:Encrypt", "kms:GenerateDataKey"], resources=[key.key_arn]),
+            iam.PolicyStatement(actions=["kms:Encrypt", "kms:GenerateDataKey"],
+                                resources=[key.key_arn]),
         ], wildcards=(f"/{capture}*",), wildcard_reason=
            f"Endpoint data capture writes objects named at run time under {capture} of the data "
            "bucket, and nowhere else.")
@@ -190,14 +199,16 @@ class Training(Construct):
         policy(self, "ModelRoleBatchPredictions", role, [
             iam.PolicyStatement(actions=["s3:PutObject", "s3:AbortMultipartUpload"],
                                 resources=[bucket.arn_for_objects(predictions + "*")]),
-            iam.PolicyStatement(actions=["kms:Encrypt", "kms:GenerateDataKey"], resources=[key.key_arn]),
+            iam.PolicyStatement(actions=["kms:Encrypt", "kms:GenerateDataKey"],
+                                resources=[key.key_arn]),
         ], wildcards=(f"/{predictions}*",), wildcard_reason=
            f"A batch transform writes one answer per image, named at run time, under {predictions} "
            "of the data bucket, and nowhere else (BT-1).")
         policy(self, "ModelRoleImagePull", role, [
             iam.PolicyStatement(actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer",
                                          "ecr:BatchCheckLayerAvailability"],
-                                resources=[self.dlc.repository_arn(stack, dlc.INFERENCE_REPOSITORY)]),
+                                resources=[self.dlc.repository_arn(stack,
+                                                                   dlc.INFERENCE_REPOSITORY)]),
             iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"]),
         ], "ecr:GetAuthorizationToken supports no resource but '*'; pulls are limited to the "
            "region's TensorFlow inference Deep Learning Container repository.")
@@ -227,7 +238,8 @@ class Training(Construct):
     def _allow_file_systems(self, role: iam.Role, storage: Storage) -> None:
         """SageMaker looks up the mount targets of a job's file-system channel as the job role."""
         statements = [iam.PolicyStatement(
-            actions=["elasticfilesystem:DescribeMountTargets", "elasticfilesystem:DescribeFileSystems"],
+            actions=["elasticfilesystem:DescribeMountTargets",
+                     "elasticfilesystem:DescribeFileSystems"],
             resources=[storage.efs.file_system_arn])]
         if storage.fsx is not None:
             statements.append(iam.PolicyStatement(

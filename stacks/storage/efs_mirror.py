@@ -90,20 +90,23 @@ class EfsMirror(Construct):
         stack = self._stack
         source_role = iam.Role(
             self, "S3ReadRole",
-            assumed_by=iam.ServicePrincipal("datasync.amazonaws.com",
-                                            conditions={"StringEquals": {"aws:SourceAccount": stack.account}}),
+            assumed_by=iam.ServicePrincipal(
+                "datasync.amazonaws.com",
+                conditions={"StringEquals": {"aws:SourceAccount": stack.account}}),
             description="DataSync reads the mirrored prefixes of the data bucket",
         )
         source_policy = bucket_prefixes(self, "S3Read", source_role, bucket, key,
                                         read=[prefix for prefix, _ in mirrors])
         writer = iam.Role(
             self, "EfsWriteRole",
-            assumed_by=iam.ServicePrincipal("datasync.amazonaws.com",
-                                            conditions={"StringEquals": {"aws:SourceAccount": stack.account}}),
+            assumed_by=iam.ServicePrincipal(
+                "datasync.amazonaws.com",
+                conditions={"StringEquals": {"aws:SourceAccount": stack.account}}),
             description="DataSync writes the copies of the bucket's prefixes into EFS (TLS, IAM)",
         )
-        writer_policy = iam.Policy(self, "EfsWrite", roles=[writer], statements=[iam.PolicyStatement(
-            actions=WRITER_ACTIONS, resources=[self.file_system_arn])])
+        writer_policy = iam.Policy(self, "EfsWrite", roles=[writer],
+                                   statements=[iam.PolicyStatement(
+                                       actions=WRITER_ACTIONS, resources=[self.file_system_arn])])
         if isinstance(self.file_system, efs.FileSystem):
             self.file_system.add_to_resource_policy(iam.PolicyStatement(
                 sid="DataSyncWritesWithTls",
@@ -112,7 +115,8 @@ class EfsMirror(Construct):
                 conditions={"Bool": {"aws:SecureTransport": "true"}},
             ))
         ec2_config = datasync.CfnLocationEFS.Ec2ConfigProperty(
-            subnet_arn=stack.format_arn(service="ec2", resource="subnet", resource_name=subnet.subnet_id),
+            subnet_arn=stack.format_arn(service="ec2", resource="subnet",
+                                        resource_name=subnet.subnet_id),
             security_group_arns=[stack.format_arn(service="ec2", resource="security-group",
                                                   resource_name=security_group.security_group_id)],
         )
