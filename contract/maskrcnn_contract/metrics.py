@@ -81,7 +81,8 @@ METRIC_DEFINITIONS: List[Dict[str, str]] = [
 
 def format_line(name: str, value: float) -> str:
     if name not in ALL_METRICS:
-        raise KeyError(f"undeclared metric {name!r}: add it to maskrcnn_contract/metrics.py so SageMaker reads it")
+        raise KeyError(f"undeclared metric {name!r}: add it to maskrcnn_contract/metrics.py so "
+                       "SageMaker reads it")
     return f"{name}: {value:.6g}"
 
 

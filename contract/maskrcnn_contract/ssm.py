@@ -1,8 +1,8 @@
 """The SSM parameters a deployment publishes under `/<deployment name>/` for launchers.
 
 The deployment publishes exactly these names (stacks/training.py), the launcher reads
-them into its `Deployment` (notebooks/maskrcnn_launcher/deployment/settings.py), and the tests seed their
-fake deployment from them; tests/infra checks that the synthesized parameters are these.
+them into its `Deployment` (notebooks/maskrcnn_launcher/deployment/settings.py), and the tests seed
+their fake deployment from them; tests/infra checks that the synthesized parameters are these.
 """
 
 # Published by every deployment.
@@ -33,7 +33,8 @@ REQUIRED = (
     # "false" for an isolated VPC, where a staging job could not download anything.
     "internet-egress",
     # The SNS topic the deployment's notifications go to (finished, failed and stopped jobs,
-    # failed endpoints, idle endpoints' alarms): the stack's own, or maskrcnn:notification_topic_arn.
+    # failed endpoints, idle endpoints' alarms): the stack's own, or
+    # maskrcnn:notification_topic_arn.
     "notification-topic-arn",
     # The SageMaker model package group of the deployment's model registry (`register`, `approve`,
     # `deploy --model-package`: the launcher's runs/registry.py), <deployment name>-models.

@@ -4,7 +4,8 @@
                                        [--init-from <job> | --init-from s3://...] [--distribution D]
                                        [--input-mode File] [--keep-alive-seconds N]
                                        [--dry-run] [--wait]
-    python -m maskrcnn_launcher tune [the launch's options] [--objective M] [--range NAME=MIN:MAX[:SCALING]]
+    python -m maskrcnn_launcher tune [the launch's options] [--objective M]
+                                     [--range NAME=MIN:MAX[:SCALING]]
                                      [--max-jobs N] [--max-parallel-jobs N] [--dry-run] [--wait]
     python -m maskrcnn_launcher upload-export --dataset NAME <directory or .zip>
     python -m maskrcnn_launcher stage-dataset [--dataset NAME] [--val-fraction F] [--split-seed S]
@@ -15,16 +16,19 @@
                                        [--target-invocations X] [--data-capture PCT]
                                        [--idle-hours H | --no-idle-alarm]
                                        [--allow-cpu] [--dry-run]
-    python -m maskrcnn_launcher invoke <endpoint> <image>... | endpoints | delete-endpoint <endpoint>
+    python -m maskrcnn_launcher invoke <endpoint> <image>... | endpoints
+    python -m maskrcnn_launcher delete-endpoint <endpoint>
     python -m maskrcnn_launcher report <job> [--out DIR]
-    python -m maskrcnn_launcher register <job> | models | approve <arn> --reason R | reject <arn> --reason R
+    python -m maskrcnn_launcher register <job> | models
+    python -m maskrcnn_launcher approve <arn> --reason R | reject <arn> --reason R
     python -m maskrcnn_launcher deploy --model-package <arn>|latest-approved [...]
     python -m maskrcnn_launcher runs [--dataset NAME] [--last N] [--sort KEY] [--price TYPE=USD]
     python -m maskrcnn_launcher compare <job> <job>... [--tag TAG] [--out PICTURE]
     python -m maskrcnn_launcher warm-pools | release-warm-pool <job>
-    python -m maskrcnn_launcher predict-batch --input s3://<bucket>/<samples prefix>... [--job <job> |
-                                              --model-package <arn>] [--instance-type T]
-                                              [--score-threshold X] [--top N] [--dry-run] [--no-wait]
+    python -m maskrcnn_launcher predict-batch --input s3://<bucket>/<samples prefix>...
+                                              [--job <job> | --model-package <arn>]
+                                              [--instance-type T] [--score-threshold X] [--top N]
+                                              [--dry-run] [--no-wait]
     python -m maskrcnn_launcher predictions <transform job> [--top N] [--out DIR]
 
 Exit status 2 with a message naming the bad value when the request is invalid (nothing sent or

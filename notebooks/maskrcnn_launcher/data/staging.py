@@ -47,9 +47,9 @@ def stage_dataset(boto_session, deployment: Deployment, dataset: str = job_io.DE
                   echo: Callable[[str], None] = print, **options) -> Optional[str]:
     """Runs the staging job of `dataset` unless it and the backbone checkpoint are both staged,
     or such a job is running (then follows that one). `options`: jobs.staging_job's (val_fraction,
-    split_seed, crowd_as_instances, boxes_without_mask, strict, stage_backbone). Returns the job name, or None when
-    there was nothing to do. Refused (LaunchRequestError) for a dataset other than COCO 2017
-    whose export is not uploaded."""
+    split_seed, crowd_as_instances, boxes_without_mask, strict, stage_backbone). Returns the job
+    name, or None when there was nothing to do. Refused (LaunchRequestError) for a dataset other
+    than COCO 2017 whose export is not uploaded."""
     from maskrcnn_launcher.training import jobs, submit  # the SDK is imported only to send
 
     job_io.check_dataset_name(dataset)

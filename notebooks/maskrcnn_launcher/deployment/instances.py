@@ -103,7 +103,8 @@ def hosting_processor(instance_type: str) -> str:
     raise InstanceTypeError(
         f"instance type {instance_type!r}: family {family!r} is not a known hosting family for "
         f"the TensorFlow Serving images; GPU: {', '.join(sorted(HOSTING_GPU_FAMILIES))}; CPU: "
-        f"{', '.join(sorted(HOSTING_CPU_FAMILIES))} (notebooks/maskrcnn_launcher/deployment/instances.py)")
+        f"{', '.join(sorted(HOSTING_CPU_FAMILIES))} "
+        "(notebooks/maskrcnn_launcher/deployment/instances.py)")
 
 
 # An endpoint's hourly price class: an order of magnitude from its accelerators, not a price

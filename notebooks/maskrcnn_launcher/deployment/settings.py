@@ -47,8 +47,8 @@ class Deployment:
     training_role_arn: str
     staging_role_arn: str
     training_image_uri: str
-    # Serving (serving/endpoint_plan.py): the role a SageMaker Model runs as, and the region's TensorFlow
-    # Serving inference images, one per processor (instances.hosting_processor).
+    # Serving (serving/endpoint_plan.py): the role a SageMaker Model runs as, and the region's
+    # TensorFlow Serving inference images, one per processor (instances.hosting_processor).
     model_role_arn: str
     inference_image_gpu_uri: str
     inference_image_cpu_uri: str
@@ -165,9 +165,9 @@ def from_parameters(ssm_path: str, values: Dict[str, str]) -> Deployment:
             fields[_field_name(name)] = value
     arn = fields.get("mlflow_tracking_server_arn")
     if arn is not None and not tracking.is_tracking_server_arn(arn):
-        raise SettingsError(f"SSM parameter {ssm_path}/mlflow-tracking-server-arn={arn!r}: expected "
-                            "a SageMaker MLflow tracking server's ARN (arn:aws:sagemaker:<region>:"
-                            "<account>:mlflow-tracking-server/<name>)")
+        raise SettingsError(f"SSM parameter {ssm_path}/mlflow-tracking-server-arn={arn!r}: "
+                            "expected a SageMaker MLflow tracking server's ARN "
+                            "(arn:aws:sagemaker:<region>:<account>:mlflow-tracking-server/<name>)")
     for prefix in ssm.PREFIXES:
         if not values[prefix].endswith("/") or values[prefix].startswith("/"):
             raise SettingsError(f"SSM parameter {ssm_path}/{prefix}={values[prefix]!r}: "
@@ -196,7 +196,8 @@ def load(ssm_client, ssm_path: Optional[str] = None) -> Deployment:
     if not values:
         raise SettingsError(
             f"no SSM parameters under {path}/ in region {ssm_client.meta.region_name}. Deploy "
-            f"the stacks, or point {SSM_PATH_ENV} (or ~/.maskrcnn/ssm-path) at the deployment's path")
+            f"the stacks, or point {SSM_PATH_ENV} (or ~/.maskrcnn/ssm-path) at the deployment's "
+            "path")
     return from_parameters(path, values)
 
 
@@ -211,7 +212,7 @@ def connect(ssm_path: Optional[str] = None, boto_session=None):
                             "instance has it already)")
     deployment = load(session.client("ssm"), ssm_path)
     if deployment.region != session.region_name:
-        raise SettingsError(f"the deployment under {deployment.ssm_path} is in {deployment.region}, "
-                            f"this session in {session.region_name}: set AWS_DEFAULT_REGION="
-                            f"{deployment.region}")
+        raise SettingsError(f"the deployment under {deployment.ssm_path} is in "
+                            f"{deployment.region}, this session in {session.region_name}: set "
+                            f"AWS_DEFAULT_REGION={deployment.region}")
     return deployment, session

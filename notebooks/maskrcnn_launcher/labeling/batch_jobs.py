@@ -222,6 +222,7 @@ def describe_run(run: predictions.Predictions, uris: Optional[List[str]] = None)
              f"detections:  {summary['detections']} at score >= {summary['score_threshold']}: "
              + ", ".join(f"{name} {count}" for name, count in
                          summary["detections_per_class"].items())]
-    lines += [f"failed:      {f['file_name']}: {f['reason']}" for f in summary["failed_images"][:10]]
+    lines += [f"failed:      {f['file_name']}: {f['reason']}"
+              for f in summary["failed_images"][:10]]
     lines += [f"written:     {uri}" for uri in uris or []]
     return lines

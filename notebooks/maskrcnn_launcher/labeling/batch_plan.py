@@ -138,7 +138,8 @@ def image_problems(objects: Dict[str, int], input_uri: str) -> List[str]:
     other = [k for k in keys if not k.lower().endswith(IMAGE_SUFFIXES)]
     if other:
         problems.append(f"input {input_uri!r}: {len(other)} object(s) are not JPEG or PNG "
-                        f"images ({', '.join(sorted(other)[:5])}{', ...' if len(other) > 5 else ''}):"
+                        f"images ({', '.join(sorted(other)[:5])}"
+                        f"{', ...' if len(other) > 5 else ''}):"
                         f" the transform sends every object below the prefix to the model, which "
                         f"reads {', '.join(IMAGE_SUFFIXES)}; move them elsewhere")
     large = [k for k in keys if payload_mb(objects[k]) > MAX_PAYLOAD_MB]
@@ -282,7 +283,8 @@ def describe_plan(p: Plan) -> List[str]:
     return [
         f"training job:  {p.training_job}",
         *([f"model package: {p.model_package} (Approved)"] if p.model_package else []),
-        f"images:        {len(p.image_keys)} below {transform['TransformInput']['DataSource']['S3DataSource']['S3Uri']}"
+        f"images:        {len(p.image_keys)} below "
+        f"{transform['TransformInput']['DataSource']['S3DataSource']['S3Uri']}"
         f" (largest {p.largest_bytes} bytes: MaxPayloadInMB {transform['MaxPayloadInMB']})",
         f"transform:     {p.name} (model and transform job share the name), "
         f"{resources['InstanceCount']} x {resources['InstanceType']}",

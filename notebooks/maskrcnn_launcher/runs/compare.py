@@ -7,12 +7,13 @@
     compare.show(compared)                      # in a notebook: the tables, then the picture
 
 Each job's summaries are copied from
-`<TensorBoardOutputConfig S3OutputPath><job>/tensorboard-output/` (docs/aws-rules.md TRN-2) into the folder the launch notebooks copy a run into
-(runs/tensorboard_logs.py: `<root>/<run>/<job>/tensorboard-output/`, only what is new), and read
-there without TensorFlow (runs/event_files.py). A Completed job's report comes from its
-model.tar.gz (runs/evaluation_report.py, kept after the first download). A running job has curves
-and no report yet; a job that is another deployment's, a staging job or one that does not exist is
-refused (lookup.RunRequestError) before anything is copied.
+`<TensorBoardOutputConfig S3OutputPath><job>/tensorboard-output/` (docs/aws-rules.md TRN-2) into the
+folder the launch notebooks copy a run into (runs/tensorboard_logs.py:
+`<root>/<run>/<job>/tensorboard-output/`, only what is new), and read there without TensorFlow
+(runs/event_files.py). A Completed job's report comes from its model.tar.gz
+(runs/evaluation_report.py, kept after the first download). A running job has curves and no report
+yet; a job that is another deployment's, a staging job or one that does not exist is refused
+(lookup.RunRequestError) before anything is copied.
 """
 
 import dataclasses

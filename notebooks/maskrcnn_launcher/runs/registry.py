@@ -2,7 +2,8 @@
 package group, approved or rejected by a person, and the approved one served.
 
     version = registry.register(deployment, job_name, boto_session)       # PendingManualApproval
-    registry.decide(deployment, version.arn, registry.APPROVED, "mask AP 0.38 on val2017", boto_session)
+    registry.decide(deployment, version.arn, registry.APPROVED, "mask AP 0.38 on val2017",
+                    boto_session)
     for line in registry.version_lines(registry.versions(deployment, boto_session)): print(line)
     arn = registry.latest_approved(deployment, sagemaker_client)
 
@@ -43,7 +44,8 @@ CONTENT_TYPES = ["image/jpeg", "image/png", "application/json"]
 RESPONSE_TYPES = ["application/json"]
 # ApprovalDescription: at most 1024 characters (UpdateModelPackage, botocore's model).
 REASON_MAX = 1024
-# A version of a group: arn:<partition>:sagemaker:<region>:<account>:model-package/<group>/<n> (REG-2).
+# A version of a group (REG-2):
+# arn:<partition>:sagemaker:<region>:<account>:model-package/<group>/<n>
 VERSION_ARN = re.compile(r"^arn:aws[a-z-]*:sagemaker:([a-z0-9-]+):([0-9]{12}):model-package/"
                          r"([a-zA-Z0-9](?:-*[a-zA-Z0-9]){0,62})/([0-9]{1,9})$")
 
@@ -127,7 +129,8 @@ def registration_request(deployment: Deployment, job: dict, report_uri: str, dig
     REG-6): no Tags (a version takes its group's), status PendingManualApproval."""
     return {
         "ModelPackageGroupName": deployment.model_package_group,
-        "ModelPackageDescription": f"Mask R-CNN of training job {job['TrainingJobName']}: {summary}",
+        "ModelPackageDescription": f"Mask R-CNN of training job {job['TrainingJobName']}: "
+                                   f"{summary}",
         "InferenceSpecification": {
             "Containers": [{"Image": deployment.inference_image_gpu_uri,
                             "ModelDataUrl": job["ModelArtifacts"]["S3ModelArtifacts"]}],
@@ -276,7 +279,8 @@ def version_lines(found: List[Version]) -> List[str]:
     lines = []
     for v in found:
         line = (f"v{v.number:<4} {v.approval:<21} mask AP {cell(v.mask_ap):>5}  box AP "
-                f"{cell(v.box_ap):>5}  {v.training_job or '?'}  {v.created:%Y-%m-%d %H:%M}  {v.arn}")
+                f"{cell(v.box_ap):>5}  {v.training_job or '?'}  {v.created:%Y-%m-%d %H:%M}  "
+                f"{v.arn}")
         if v.reason:
             line += f"  ({v.reason})"
         if v.problem:

@@ -372,5 +372,7 @@ def describe_plan(p: Plan) -> List[str]:
                              f"{p.put_metric_alarm['EvaluationPeriods']} h without an invocation"
                              if p.put_metric_alarm else "off"),
         f"price class:   {instances.price_class(variant['InstanceType'])} per instance-hour "
-        f"({instances.PRICE_CLASSES.get(instances.price_class(variant['InstanceType']), 'unknown')})",
+        "("
+        f"{instances.PRICE_CLASSES.get(instances.price_class(variant['InstanceType']), 'unknown')}"
+        ")",
     ]

@@ -284,7 +284,8 @@ def endpoints(sagemaker_client, deployment: Deployment, cloudwatch_client=None,
         names = [idle_alarm_name(e["name"]) for e in found]
         for start in range(0, len(names), 100):  # DescribeAlarms takes 100 names at most
             for alarm in cloudwatch_client.describe_alarms(
-                    AlarmNames=names[start:start + 100], AlarmTypes=["MetricAlarm"])["MetricAlarms"]:
+                    AlarmNames=names[start:start + 100],
+                    AlarmTypes=["MetricAlarm"])["MetricAlarms"]:
                 states[alarm["AlarmName"]] = alarm["StateValue"]
         for e in found:
             e["idle_alarm"] = states.get(idle_alarm_name(e["name"]))

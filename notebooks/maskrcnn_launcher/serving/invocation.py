@@ -1,7 +1,8 @@
 """Asking a served model: an encoded image (or a TensorFlow Serving JSON request) to an endpoint,
 its detections back.
 
-    invocation.invoke(boto_session.client("sagemaker-runtime"), name, jpeg_bytes)  # {"detections": ...}
+    # {"detections": ...}
+    invocation.invoke(boto_session.client("sagemaker-runtime"), name, jpeg_bytes)
 
 Each request is checked before it is sent (content type, size, score threshold: docs/aws-rules.md
 EP-6); the endpoint's answer is checked to be detections.

@@ -48,7 +48,8 @@ MAX_NAME = lookup.MAX_TUNING_JOB_NAME
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,31}$")
 STRATEGIES = ("Bayesian", "Random")  # Hyperband and Grid need settings this launcher does not make
 EARLY_STOPPING = ("Auto", "Off")
-AUTO, LINEAR, LOGARITHMIC, REVERSE_LOGARITHMIC = "Auto", "Linear", "Logarithmic", "ReverseLogarithmic"
+AUTO, LINEAR, LOGARITHMIC, REVERSE_LOGARITHMIC = ("Auto", "Linear", "Logarithmic",
+                                                  "ReverseLogarithmic")
 SCALINGS = (AUTO, LINEAR, LOGARITHMIC, REVERSE_LOGARITHMIC)
 INTEGER, CONTINUOUS, CATEGORICAL = "Integer", "Continuous", "Categorical"
 RANGE_LISTS = {INTEGER: "IntegerParameterRanges", CONTINUOUS: "ContinuousParameterRanges",
@@ -293,7 +294,8 @@ def _definition(sent: dict, tuned: Sequence[str], objective: Dict[str, str]) -> 
     definition["AlgorithmSpecification"] = {
         key: algorithm[key] for key in ("TrainingImage", "TrainingInputMode", "MetricDefinitions")
         if key in algorithm}
-    definition["StaticHyperParameters"] = {key: value for key, value in sent["HyperParameters"].items()
+    definition["StaticHyperParameters"] = {key: value
+                                           for key, value in sent["HyperParameters"].items()
                                            if key not in tuned}
     definition["TuningObjective"] = objective
     return definition

@@ -103,7 +103,8 @@ def _channel_problems(channels: List[Mapping], deployment: Deployment) -> List[s
         name, path = channel["ChannelName"], source.get("DirectoryPath", "")
         if source.get("FileSystemAccessMode") != "ro":
             problems.append(f"channel {name}: access mode {source.get('FileSystemAccessMode')!r}; "
-                            "the inputs are shared by every job and must be mounted read-only ('ro')")
+                            "the inputs are shared by every job and must be mounted read-only "
+                            "('ro')")
         if source.get("FileSystemType") == "FSxLustre":
             # CreateTrainingJob FileSystemDataSource: an FSx for Lustre DirectoryPath starts with
             # the file system's mount name.
@@ -163,7 +164,8 @@ def _warm_pool_problems(request: Mapping) -> List[str]:
     keep = request.get("ResourceConfig", {}).get("KeepAlivePeriodInSeconds")
     if keep is None:
         return []
-    if isinstance(keep, bool) or not isinstance(keep, int) or not 0 <= keep <= MAX_KEEP_ALIVE_SECONDS:
+    if (isinstance(keep, bool) or not isinstance(keep, int)
+            or not 0 <= keep <= MAX_KEEP_ALIVE_SECONDS):
         return [f"ResourceConfig KeepAlivePeriodInSeconds {keep!r}: expected 0 to "
                 f"{MAX_KEEP_ALIVE_SECONDS}"]
     if keep and request.get("EnableManagedSpotTraining"):
@@ -186,7 +188,8 @@ def _toolkit_problem(key: str, value, distribution: Optional[str], expected: Map
                 "remove it")
     prefix = next((p for p in _RUNNERS if key.startswith(p)), None)
     if prefix is not None and distribution is None:
-        return f"hyperparameter {key}={value!r} is for {_RUNNERS[prefix]}, not a staging job: remove it"
+        return (f"hyperparameter {key}={value!r} is for {_RUNNERS[prefix]}, not a staging job: "
+                "remove it")
     if prefix is not None:
         what = (f"is not one the launcher sends for distribution={distribution}"
                 if any(k.startswith(prefix) for k in expected) else
@@ -350,7 +353,8 @@ def validate(request: Mapping, deployment: Deployment, kind: str) -> None:
     problems += _resource_problems(request)
     if resources.get("VolumeKmsKeyId") and instances.has_local_storage(resources["InstanceType"]):
         problems.append(f"{resources['InstanceType']} has local NVMe storage: SageMaker rejects a "
-                        "VolumeKmsKeyId for it (ResourceConfig reference); the hardware encrypts it")
+                        "VolumeKmsKeyId for it (ResourceConfig reference); the hardware "
+                        "encrypts it")
     vpc = request.get("VpcConfig") or {}
     if (list(vpc.get("Subnets", [])) != list(deployment.subnet_ids)
             or list(vpc.get("SecurityGroupIds", [])) != list(deployment.security_group_ids)):
