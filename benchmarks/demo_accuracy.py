@@ -6,15 +6,16 @@ the spread of its final AP over repeated runs.
 
 Runs `python -m maskrcnn_local.local_run --draw 0` (what `make demo` runs, without the drawing)
 --repeats times, the same command each time: the first in <work-dir>, the others in
-<work-dir>-<n>, each run's output kept in its local_run.log (stderr: local_run.stderr.log). Two ranks' thread scheduling makes
-the runs differ (the same commit has given mask AP 0.148 to 0.223), so one run tells a newcomer
-nothing about a regression: the figures are each run's final metrics and their mean, standard
-deviation, least and greatest. Of the first run it also reads each COCO evaluation the job made
-from its TensorBoard summaries (eval/* at the step it ran, in <work-dir>/opt_ml/output/tensorboard)
-and its last evaluation report (the model's code/evaluation/report.json: docs/evaluation.md's
-example). Writes <results-dir>/demo_accuracy.json (benchmarks/results.py; `make bench` renders it
-into docs/benchmarks.md and docs/evaluation.md). Figures only: nothing is asserted. --smoke checks
-the path (a tiny dataset, 2 epochs, 2 runs: the figures mean nothing).
+<work-dir>-<n>, each run's output kept in its local_run.log (stderr: local_run.stderr.log). Two
+ranks' thread scheduling makes the runs differ (the same commit has given mask AP 0.148 to 0.223),
+so one run tells a newcomer nothing about a regression: the figures are each run's final metrics and
+their mean, standard deviation, least and greatest. Of the first run it also reads each COCO
+evaluation the job made from its TensorBoard summaries (eval/* at the step it ran, in
+<work-dir>/opt_ml/output/tensorboard) and its last evaluation report (the model's
+code/evaluation/report.json: docs/evaluation.md's example). Writes <results-dir>/demo_accuracy.json
+(benchmarks/results.py; `make bench` renders it into docs/benchmarks.md and docs/evaluation.md).
+Figures only: nothing is asserted. --smoke checks the path (a tiny dataset, 2 epochs, 2 runs: the
+figures mean nothing).
 """
 
 import argparse

@@ -4,12 +4,12 @@
 
 One section per file found in RESULTS_DIR (build/bench/results): demo_accuracy.json,
 cpu_scaling.json, converter_speed.json, coco_eval_speed.json. Each section is one file, so one
-script's run: it starts with that run's date, machine and command, and a smoke run's section says that its figures mean
-nothing. Files measured on different machines are refused. With --baseline, a first section sets
-the key figures of an earlier run's files (kept in benchmarks/baselines/) beside this run's, and
-marks a step time more than 10% slower. The page says nothing that is not in the files or in the
-scripts. With --evaluation-doc, docs/evaluation.md's example is the demo's run's evaluation report
-(printed by the contract's table). Standard library and the contract only.
+script's run: it starts with that run's date, machine and command, and a smoke run's section says
+that its figures mean nothing. Files measured on different machines are refused. With --baseline, a
+first section sets the key figures of an earlier run's files (kept in benchmarks/baselines/) beside
+this run's, and marks a step time more than 10% slower. The page says nothing that is not in the
+files or in the scripts. With --evaluation-doc, docs/evaluation.md's example is the demo's run's
+evaluation report (printed by the contract's table). Standard library and the contract only.
 """
 
 import argparse
@@ -93,7 +93,8 @@ def demo_accuracy_section(record: dict) -> list:
                  _cell(run["final"], "eval/bbox_AP50", "{:.3f}"),
                  f"{run['local_run_seconds'] / 60:.1f}"] for n, run in enumerate(runs, 1)]
         spread = record["spread"]
-        for label, key, fmt in (("mean", "mean", "{:.3f}"), ("standard deviation", "stdev", "{:.3f}"),
+        for label, key, fmt in (("mean", "mean", "{:.3f}"),
+                                ("standard deviation", "stdev", "{:.3f}"),
                                 ("least", "min", "{:.3f}"), ("greatest", "max", "{:.3f}")):
             rows.append([label] + [_cell(spread.get(name, {}), key, fmt) for name in (
                 "eval/segm_AP", "eval/segm_AP50", "eval/bbox_AP", "eval/bbox_AP50")] + [NONE])
@@ -423,7 +424,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results_dir", nargs="?", default=results.DEFAULT_RESULTS_DIR)
-    parser.add_argument("--baseline", help="an earlier run's results directory, set beside this one")
+    parser.add_argument("--baseline",
+                        help="an earlier run's results directory, set beside this one")
     parser.add_argument("--out", default=os.path.join(REPO, "docs", "benchmarks.md"))
     parser.add_argument("--evaluation-doc",
                         help="also rewrite this page's example (docs/evaluation.md) from the "

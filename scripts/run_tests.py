@@ -72,7 +72,8 @@ def main(extra) -> int:
     ignored = [f"--ignore={p}" for path, _ in BESIDE for p in path.split()]
     statuses, spent = {}, {}
     for name, log, command in (
-            ("the other tests", "test-other.log", [sys.executable, "-m", "pytest", *ignored, *extra]),
+            ("the other tests", "test-other.log",
+             [sys.executable, "-m", "pytest", *ignored, *extra]),
             # Apart: a node id under an --ignore'd folder is not collected beside its parent folder.
             ("infra tests that need moto", "test-infra-moto.log",
              [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *extra, *NEEDS_MOTO])):
@@ -116,7 +117,8 @@ def _summarize(wall: float, spent: dict, statuses: dict) -> None:
     for nodeid, seconds in ranked:
         print(f"{seconds:8.1f}  {nodeid}")
     with open(SUMMARY, "w", encoding="utf-8") as f:
-        json.dump({"wall_s": round(wall), "cpu_s_by_process": {k: round(v) for k, v in spent.items()},
+        json.dump({"wall_s": round(wall),
+                   "cpu_s_by_process": {k: round(v) for k, v in spent.items()},
                    "cpu_s": round(sum(spent.values())), "passed": not any(statuses.values()),
                    "most_expensive": [[nodeid, round(s, 1)] for nodeid, s in ranked],
                    "tests": len(tests), "date": time.strftime("%Y-%m-%d")}, f, indent=1)

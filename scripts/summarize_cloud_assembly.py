@@ -47,7 +47,8 @@ def summarize(assembly: Path, out=sys.stdout) -> None:
     stacks = list(stack_templates(assembly))
     if not stacks:
         raise SystemExit(f"no stacks found in {assembly}: run `npx cdk synth` first")
-    print(f"Cloud assembly {assembly}: {len(stacks)} stack{'s' if len(stacks) != 1 else ''}", file=out)
+    print(f"Cloud assembly {assembly}: {len(stacks)} stack{'s' if len(stacks) != 1 else ''}",
+          file=out)
     for name, template in stacks:
         resources = template.get("Resources", {})
         print(f"\n== {name}: {len(resources)} resources", file=out)

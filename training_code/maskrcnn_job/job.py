@@ -5,8 +5,8 @@ failure leaves.
 - horovod: every rank (mpirun);
 - multi_worker_mirrored: one worker per host (the toolkit's TF_CONFIG; built here on one host);
 - parameter_server: once per host, without TF_CONFIG: that process starts and watches this host's
-  tasks (distribution/parameter_server_host.py), which run `main` again with their own TF_CONFIG: the chief
-  trains, a PS or worker task serves.
+  tasks (distribution/parameter_server_host.py), which run `main` again with their own TF_CONFIG:
+  the chief trains, a PS or worker task serves.
 Inputs are read from the SageMaker layout (channels, hyperparameters.json); on any error the cause
 goes to /opt/ml/output/failure and the process exits non-zero at once, without waiting on
 collectives, so that mpirun (-mca orte_abort_on_non_zero_status 1) or SageMaker ends the job. A
@@ -99,7 +99,8 @@ def read_hyperparameters(env: sagemaker_env.JobEnvironment) -> hyperparameters.H
     return hps
 
 
-def make_backend(hps: hyperparameters.Hyperparameters, env: sagemaker_env.JobEnvironment) -> Backend:
+def make_backend(hps: hyperparameters.Hyperparameters,
+                 env: sagemaker_env.JobEnvironment) -> Backend:
     """This process's distribution backend: the only place that chooses one."""
     if hps.distribution == "horovod":
         from maskrcnn_job.distribution import horovod_backend

@@ -5,8 +5,9 @@
 
 MODEL is what the training job wrote: its model directory (1/ and code/), the version directory
 1/, or the model.tar.gz SageMaker uploaded. Each image goes through the SavedModel's
-`serving_bytes` signature and the endpoint's own post-processing (maskrcnn_job/serving/endpoint_handler.py),
-so the pictures show what the endpoint would answer. Writes, under --out:
+`serving_bytes` signature and the endpoint's own post-processing
+(maskrcnn_job/serving/endpoint_handler.py), so the pictures show what the endpoint would answer.
+Writes, under --out:
 - <image name>.png: the image with masks, boxes, class names and scores drawn on it;
 - detections.json: COCO results (image_id, category_id, bbox, score, RLE segmentation), which
   pycocotools' COCO.loadRes reads;
@@ -111,7 +112,8 @@ class Predictor:
         import tensorflow as tf
 
         self._tf = tf
-        self._signature = tf.saved_model.load(saved_model_dir).signatures[endpoint_handler.SIGNATURE]
+        self._signature = tf.saved_model.load(saved_model_dir).signatures[
+            endpoint_handler.SIGNATURE]
         # Keyed by the model's class ids (1..K); the answers and self.names by the dataset's own
         # (source_id, where categories.json has one).
         self._class_names = {int(c["id"]): c["name"] for c in categories or []}
@@ -259,7 +261,8 @@ def main(argv=None) -> int:
     parser.add_argument("model", help="the job's model directory, its 1/, or model.tar.gz")
     parser.add_argument("images", nargs="+", help="image files or directories of them")
     parser.add_argument("--out", default="build/predictions", help="output directory")
-    parser.add_argument("--annotations", help="the images' COCO annotation file (ids, ground truth)")
+    parser.add_argument("--annotations",
+                        help="the images' COCO annotation file (ids, ground truth)")
     parser.add_argument("--compare", type=int, default=0,
                         help="draw ground truth beside predictions for the first N images")
     parser.add_argument("--score-threshold", type=float,

@@ -18,8 +18,8 @@ and here:
   /<mount name>/, FSX-4; a directory that does not exist fails the job, SM-12);
 - the container's environment, each layer over the ones before it
   (emulated_hosts.Cluster.container_environment): the DLC's, the image's ENV
-  (training_code/Dockerfile), TRAINING_JOB_NAME, `environment` (this machine's: a CPU's settings, stand-ins for AWS's
-  endpoints and credentials), then the request's `Environment`;
+  (training_code/Dockerfile), TRAINING_JOB_NAME, `environment` (this machine's: a CPU's settings,
+  stand-ins for AWS's endpoints and credentials), then the request's `Environment`;
 - then the DLC's entry point, the real training toolkit, decides what runs on every host.
 After a successful run, what SageMaker uploads: every host's /opt/ml/model aggregated into one
 model.tar.gz, which fails here (ModelClash) when two hosts wrote the same name (SM-10), put at

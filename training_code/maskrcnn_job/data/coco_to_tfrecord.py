@@ -662,8 +662,8 @@ def convert_coco_dir(coco_dir: str, out_dir: str, splits=layout.SPLITS, year: st
                      workers: int = 1, progress: bool = True, name: str = "",
                      crowd_as_instances: bool = False,
                      boxes_without_mask: str = REFUSE) -> Dict[str, SplitResult]:
-    """Converts a COCO-layout directory (`<split><year>/`, `annotations/instances_<split><year>.json`)
-    into the `train` channel layout (data/layout.py)."""
+    """Converts a COCO-layout directory (`<split><year>/`,
+    `annotations/instances_<split><year>.json`) into the `train` channel layout (data/layout.py)."""
     sources = []
     for split in splits:
         annotation_file = os.path.join(coco_dir, "annotations", f"instances_{split}{year}.json")

@@ -14,9 +14,9 @@ Pure Python: the job, local_run and the tests call it without TensorFlow.
   `_validate_cluster_spec`), runs the training program only on the coordinator (the chief), and
   needs every worker and PS to be a bare `tf.distribute.Server`. So the launch sends no toolkit
   flag; the toolkit runs train.py once per host, and the job starts this host's tasks itself
-  (maskrcnn_job/distribution/parameter_server_host.py): a PS and a worker on every host (the PS on CPU, the
-  worker with the host's GPUs), the chief (coordinator) on the first host. That process (the
-  host's supervisor) also serves its tasks' states at SUPERVISOR_PORT.
+  (maskrcnn_job/distribution/parameter_server_host.py): a PS and a worker on every host (the PS on
+  CPU, the worker with the host's GPUs), the chief (coordinator) on the first host. That process
+  (the host's supervisor) also serves its tasks' states at SUPERVISOR_PORT.
 """
 
 import json

@@ -200,7 +200,8 @@ def run(env: sagemaker_env.JobEnvironment, hps: Hyperparameters,
                     print(f"chief on {env.current_host} {_describe_exit(status)}", flush=True)
                     if status < 0:  # killed: it wrote nothing itself
                         sagemaker_env.write_failure(
-                            env.failure_file, f"chief on {env.current_host} {_describe_exit(status)}")
+                            env.failure_file,
+                            f"chief on {env.current_host} {_describe_exit(status)}")
                 return 1 if status else 0
             if not is_chief_host:
                 if _reachable(chief_address):

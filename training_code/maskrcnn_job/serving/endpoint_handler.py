@@ -99,7 +99,8 @@ def detections(prediction: dict, threshold: float, names: dict,
             continue
         ymin, xmin, ymax, xmax = (float(v) for v in prediction["detection_boxes"][i])
         category = int(round(float(prediction["detection_classes"][i])))
-        item = {"bbox": [round(xmin, 2), round(ymin, 2), round(xmax - xmin, 2), round(ymax - ymin, 2)],
+        item = {"bbox": [round(xmin, 2), round(ymin, 2), round(xmax - xmin, 2),
+                         round(ymax - ymin, 2)],
                 "category_id": (source_ids or {}).get(category, category),
                 "score": round(score, 4)}
         if category in names:

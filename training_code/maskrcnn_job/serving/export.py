@@ -6,10 +6,11 @@ TensorFlow serving container expect). Signatures: `serving_default` takes uint8 
 detection_boxes ([ymin, xmin, ymax, xmax] in input-image pixels), detection_classes (COCO category
 ids), detection_scores, detection_masks (28x28 per box), num_detections, image_info.
 
-Beside it, <SM_MODEL_DIR>/code/: inference.py (maskrcnn_job/serving/endpoint_handler.py: the TensorFlow
-Serving container's pre/post-processing, an image in and JSON detections out) and categories.json
-(the dataset's categories, for names in that JSON and in `maskrcnn_local.predict`). The job's
-model.tar.gz is then what the container deploys as it is (docs/serving.md, "The model archive").
+Beside it, <SM_MODEL_DIR>/code/: inference.py (maskrcnn_job/serving/endpoint_handler.py: the
+TensorFlow Serving container's pre/post-processing, an image in and JSON detections out) and
+categories.json (the dataset's categories, for names in that JSON and in `maskrcnn_local.predict`).
+The job's model.tar.gz is then what the container deploys as it is (docs/serving.md, "The model
+archive").
 """
 
 import json

@@ -1,14 +1,15 @@
 """COCO evaluation (bbox and segm) with the inference spread over the ranks, and its report.
 
-Each rank (each input pipeline of the backend) predicts on its shard of the val TFRecords and turns its detections into COCO results
-with Model Garden's coco_utils (boxes back to original pixels, masks pasted into the image and
-RLE-encoded); rank 0 gathers them and runs COCOeval against the original annotation file
-(faster-coco-eval's, or pycocotools' when it is not installed: maskrcnn_job/evaluation/coco.py),
-then writes the evaluation report (maskrcnn_job/evaluation/report.py: per-class AP, curves,
-confusion matrix, score thresholds) under <SM_OUTPUT_DATA_DIR>/evaluation/step-<N>/; the best
-one is copied beside the model (<SM_MODEL_DIR>/code/evaluation/) by the export. Each rank also
-computes the training losses on its share of the same images (validation losses); rank 0
-averages them over all the images. docs/evaluation.md.
+Each rank (each input pipeline of the backend) predicts on its shard of the val TFRecords and turns
+its detections into COCO results with Model Garden's coco_utils (boxes back to original pixels,
+masks pasted into the image and RLE-encoded); rank 0 gathers them and runs COCOeval against the
+original annotation file (faster-coco-eval's, or pycocotools' when it is not installed:
+maskrcnn_job/evaluation/coco.py), then writes the evaluation report
+(maskrcnn_job/evaluation/report.py: per-class AP, curves, confusion matrix, score thresholds) under
+<SM_OUTPUT_DATA_DIR>/evaluation/step-<N>/; the best one is copied beside the model
+(<SM_MODEL_DIR>/code/evaluation/) by the export. Each rank also computes the training losses on its
+share of the same images (validation losses); rank 0 averages them over all the images.
+docs/evaluation.md.
 """
 
 import contextlib

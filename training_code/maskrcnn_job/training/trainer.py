@@ -368,7 +368,8 @@ class Trainer:
         global_batch = self.schedule.global_batch
         # None when the window holds only the first step of this process (it traces the graph,
         # so it is not timed): max_steps=1, log_every_steps=1, or a resume at the last step.
-        images_per_sec = timed_steps * global_batch / max(seconds, 1e-9) if timed_steps > 0 else None
+        images_per_sec = (timed_steps * global_batch / max(seconds, 1e-9) if timed_steps > 0
+                          else None)
         if not self.backend.is_chief:
             return
         step, total = self.step, self.schedule.total_steps
@@ -384,8 +385,9 @@ class Trainer:
             values["train/images_per_sec"] = images_per_sec
             eta = (total - step) * global_batch / images_per_sec
             speed = f"{images_per_sec:.1f} img/s ETA {_format_eta(eta)}"
-        print(f"step {step}/{total} epoch {values['train/epoch']:.2f} loss {values['train/loss']:.4f} "
-              f"lr {values['train/learning_rate']:.5f} {speed}", flush=True)
+        print(f"step {step}/{total} epoch {values['train/epoch']:.2f} "
+              f"loss {values['train/loss']:.4f} lr {values['train/learning_rate']:.5f} {speed}",
+              flush=True)
         metric_lines.emit(values)
         self.tracker.log_metrics(values, step)
         self._write_summaries(values)
@@ -440,7 +442,8 @@ class Trainer:
                    + [(step // p + 1) * p for p in periods if p])
 
     def run(self) -> Optional[Dict[str, float]]:
-        """Trains to the end of the schedule, evaluates, exports. Returns final metrics on rank 0."""
+        """Trains to the end of the schedule, evaluates, exports. Returns final metrics on
+        rank 0."""
         self.start()
         schedule = self.schedule
         total = schedule.total_steps
@@ -493,7 +496,8 @@ class Trainer:
             # Each rank hashed its own weights; one line from rank 0, since lines that several
             # ranks print at once can interleave in mpirun's output.
             print(f"final weights fingerprints by rank: {' '.join(fingerprints)} "
-                  f"({sum(int(np.prod(v.shape)) for v in self.model.variables)} values)", flush=True)
+                  f"({sum(int(np.prod(v.shape)) for v in self.model.variables)} values)",
+                  flush=True)
         self._restore_best(final)
         # Every process refreshes the inference model (under MultiWorkerMirroredStrategy reading
         # the variables is a collective); the chief alone exports it.
