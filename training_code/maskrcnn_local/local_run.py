@@ -409,7 +409,8 @@ def run_one_host(args, work_dir: str, final: dict) -> tuple:
         os.remove(metrics_file)
     host_env = dict(prepare_layout(args, work_dir), **{metrics.METRICS_FILE_ENV: metrics_file})
     # As SageMaker names every job's container: the run's MLflow name.
-    host_env[job_io.TRAINING_JOB_NAME_ENV] = "local-run-" + time.strftime("%Y%m%d%H%M%S", time.gmtime())
+    host_env[job_io.TRAINING_JOB_NAME_ENV] = "local-run-" + time.strftime("%Y%m%d%H%M%S",
+                                                                         time.gmtime())
     if args.mlflow_tracking_uri:  # as a launch's request Environment carries them
         host_env.update({tracking.TRACKING_URI_ENV: args.mlflow_tracking_uri,
                          tracking.EXPERIMENT_ENV: args.mlflow_experiment})

@@ -47,7 +47,8 @@ def image_names(folder: str) -> List[str]:
 
 
 def _model(model_dir: str) -> Tuple[List[Dict], Optional[Dict]]:
-    """The model's categories (the dataset's own ids and names) and its evaluation report, if any."""
+    """The model's categories (the dataset's own ids and names) and its evaluation report, if
+    any."""
     code = os.path.join(model_dir, "code")
     categories_file = os.path.join(code, endpoint_handler.CATEGORIES_FILE)
     if not os.path.isfile(categories_file):
