@@ -107,22 +107,29 @@ def test_image_asset_holds_the_training_code_and_the_contract_only(default_app):
 
 
 def test_image_build_adds_to_the_deep_learning_container_without_reinstalling_it():
-    """Every pip install in the Dockerfile either pins the DLC's packages (-c dlc-constraints.txt)
-    or installs without dependencies; none names TensorFlow; the one requirements file it
-    installs is image-requirements.txt, which names no package the DLC has."""
+    """Every pip install in the Dockerfile (tests/dockerfile.py reads each installer a RUN line
+    may name, and fails on one it cannot read) either pins the DLC's packages
+    (-c dlc-constraints.txt) or installs without dependencies; none names TensorFlow; the one
+    requirements file installed with its dependencies is image-requirements.txt, which names no
+    package the DLC has; no system package is installed."""
     import re
 
     from stacks.training import REPO_ROOT
+    from tests import dockerfile
 
     code = REPO_ROOT / "training_code"
-    text = (code / "Dockerfile").read_text().replace("\\\n", " ")
-    installs = [line for line in text.splitlines() if "pip install" in line]
-    assert len(installs) == 3, installs  # image-requirements + Model Garden, Horovod, the contract
-    for line in installs:
-        arguments = line.split("pip install", 1)[1].split("&&")[0]
-        assert "-c /tmp/dlc-constraints.txt" in line or "--no-deps" in line, line
-        assert "tensorflow" not in arguments, line
-        assert re.findall(r" -r (\S+)", arguments) in ([], ["/tmp/image-requirements.txt"]), line
+    installs = dockerfile.pip_installs(code / "Dockerfile")
+    # image-requirements, Model Garden, Horovod, the contract
+    assert len(installs) == 4, installs
+    for arguments in installs:
+        def values(option, arguments=arguments):
+            return [value for name, value in zip(arguments, arguments[1:]) if name == option]
+
+        assert "/tmp/dlc-constraints.txt" in values("-c") or "--no-deps" in arguments, arguments
+        assert not any("tensorflow" in a for a in arguments), arguments
+        if "--no-deps" not in arguments:
+            assert values("-r") in ([], ["/tmp/image-requirements.txt"]), arguments
+    assert dockerfile.system_installs(code / "Dockerfile") == []
     constraints = (code / "dlc-constraints.txt").read_text()
     assert "\ntensorflow==2.21.0\n" in constraints and "tf-models-official" not in constraints
 
