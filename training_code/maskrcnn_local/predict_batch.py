@@ -12,7 +12,9 @@ Label Studio's local files; the ranking and its contact sheet). The loop's local
 MODEL_DIR: a job's model directory (1/ and code/, e.g. <work dir>/opt_ml/model of local_run).
 FOLDER: the images, subfolders included (JPEG, PNG). --label-studio-root: Label Studio's
 LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT, a folder above FOLDER (default: FOLDER's parent).
-Exit status 2 with a message naming the bad value.
+Exit status 2 with a message naming the bad value; 1 when no image could be predicted, naming each
+and why (the run's summary.json lists them too; no hand-off is written). An image that fails
+while others are predicted is named on stderr, and the run goes on, as the transform's.
 """
 
 import argparse
@@ -30,6 +32,19 @@ from maskrcnn_launcher.labeling.batch_plan import CONTENT_TYPE, IMAGE_SUFFIXES  
 
 class PredictBatchError(ValueError):
     """Bad input: the message names the value."""
+
+
+class NothingPredicted(Exception):
+    """Every image failed: `failed` names each and why ({"file_name", "reason"})."""
+
+    def __init__(self, failed: List[Dict], out_dir: str):
+        super().__init__(f"no image predicted: all {len(failed)} failed "
+                         f"({os.path.join(out_dir, predictions.SUMMARY_FILE)} lists them)")
+        self.failed = failed
+
+
+def failure_lines(failed: List[Dict]) -> List[str]:
+    return [f"  {item['file_name']}: {item['reason']}" for item in failed]
 
 
 def image_names(folder: str) -> List[str]:
@@ -70,8 +85,6 @@ def run(model_dir: str, folder: str, out_dir: str,
         top: int = handoff.DEFAULT_TOP, local_files_root: Optional[str] = None,
         echo=print) -> Tuple[predictions.Predictions, handoff.Handoff]:
     """Predicts every image of `folder`; writes the run and its hand-off to `out_dir`."""
-    from maskrcnn_local import batch_transform
-
     if not 0 <= score_threshold <= 1:
         raise PredictBatchError(f"--score-threshold {score_threshold}: expected 0 to 1")
     if top < 1:
@@ -79,6 +92,9 @@ def run(model_dir: str, folder: str, out_dir: str,
     folder = os.path.abspath(folder)
     names = image_names(folder)
     categories, report = _model(model_dir)
+    # TensorFlow and Model Garden load here, once every value has been checked.
+    from maskrcnn_local import batch_transform
+
     served = batch_transform.serve(model_dir)
     environment = {endpoint_handler.SCORE_THRESHOLD_ENV: repr(float(score_threshold))}
     images, results, failed = [], [], []
@@ -102,6 +118,8 @@ def run(model_dir: str, folder: str, out_dir: str,
                                    model=os.path.abspath(model_dir), source=folder,
                                    score_threshold=float(score_threshold), failed=failed)
     run_.write(out_dir)
+    if not images:
+        raise NothingPredicted(failed, out_dir)
 
     def read_image(file_name: str) -> bytes:
         with open(os.path.join(folder, file_name), "rb") as f:
@@ -127,12 +145,18 @@ def main(argv=None) -> int:
     try:
         run_, handed = run(args.model_dir, args.folder, args.out, args.score_threshold, args.top,
                            args.label_studio_root)
+    except NothingPredicted as error:
+        print("\n".join([f"error: {error}:"] + failure_lines(error.failed)), file=sys.stderr)
+        return 1
     except (PredictBatchError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     summary = run_.summary()
     print(f"{summary['images_predicted']} of {summary['images']} images predicted, "
           f"{summary['detections']} detections at score >= {summary['score_threshold']}")
+    if run_.failed:
+        print("\n".join([f"{len(run_.failed)} image(s) failed:"] + failure_lines(run_.failed)),
+              file=sys.stderr)
     for line in handoff.next_steps(handed, os.path.abspath(args.out)):
         print(line)
     return 0
