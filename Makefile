@@ -1,7 +1,10 @@
 # Two commands do everything on a fresh Debian machine (as root):
-#   make demo   set up, synthesize the app, and run the training job locally
-#   make test   set up and run every test
+#   make demo   set up what the demo uses (apt packages, .venv with Horovod, the CDK CLI),
+#               synthesize the app, and run the training job locally
+#   make test   set up everything (the demo's and the tests' environments) and run every test
 # Both are idempotent: each set-up step leaves a stamp and is skipped when its inputs are unchanged.
+# Each step prints one line with its time, and a line a minute while it runs; its whole output is
+# in build/setup/<step>.log, whose end a failed step prints (scripts/setup_step.sh).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -28,6 +31,7 @@ HOROVOD_WHEEL_DIR := $(VENV)/horovod-wheel
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 CDK := npx --no-install cdk
+STEP := scripts/setup_step.sh
 
 # `cdk.json` runs `python3 app.py`: the virtual environment's python must come first.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
@@ -39,63 +43,89 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 export TF_USE_LEGACY_KERAS := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-# openssh-server and iproute2: the emulated hosts (sshd per host, as in the DLC; network namespaces).
+# Open MPI for Horovod; compilers, and git to patch its sdist, for its build.
 # libgl1, libglib2.0-0: the DLC's opencv-python (not the headless build) loads them, as on its OS.
-APT_PACKAGES := openmpi-bin libopenmpi-dev g++ make cmake git openssh-server iproute2 libgl1 libglib2.0-0
+APT_PACKAGES := openmpi-bin libopenmpi-dev g++ make cmake git libgl1 libglib2.0-0
+# The emulated hosts of the tests and benchmarks: sshd per host, as in the DLC; network namespaces.
+APT_HOSTS_PACKAGES := openssh-server iproute2
 HOROVOD_ENV := HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
                HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1
 
-.PHONY: help setup apt demo synth summary bench test test-infra test-training test-launcher lint clean
+.PHONY: help setup setup-demo apt apt-hosts demo synth summary bench test test-infra test-training \
+        test-launcher lint clean
 
 help:
-	@echo "make demo   - set up, synthesize the CDK app and summarize it, run the training job locally"
-	@echo "make test   - set up and run all tests"
+	@echo "make demo   - set up what it uses, synthesize the CDK app and summarize it, run the training job locally"
+	@echo "make test   - set up everything and run all tests"
 	@echo "make synth  - synthesize the CDK app into cdk.out (offline, cdk-nag applied)"
 	@echo "make lint   - synthesize, then cfn-lint every template"
 	@echo "make bench  - CPU benchmarks (root, long): the demo's accuracy; COCOeval by pycocotools and faster-coco-eval; horovod, multi_worker_mirrored, parameter_server side by side; converter speed; writes docs/benchmarks.md"
 
-setup: apt $(VENV)/.horovod $(DLC_VENV)/.installed $(IMAGE_VENV)/.installed $(SERVING_VENV)/.installed \
-       $(LABELING_VENV)/.installed $(INFRA_VENV)/.installed node_modules/.installed
+# What `make demo` uses: the job's environment with Horovod, the CDK CLI and what they need.
+setup-demo: apt $(VENV)/.horovod node_modules/.installed
+# Everything: the tests' environments too (the DLC stand-in and the image's Python, the serving,
+# labeling and pipeline environments) and the emulated hosts' packages.
+setup: setup-demo apt-hosts $(DLC_VENV)/.installed $(IMAGE_VENV)/.installed \
+       $(SERVING_VENV)/.installed $(LABELING_VENV)/.installed $(INFRA_VENV)/.installed
 
-# System packages: Open MPI for Horovod, compilers for its build, Node.js for the CDK CLI.
+# System packages, those missing only (a step only when one is): $(1) plus, with node, Node.js
+# for the CDK CLI.
+define apt_install
+@missing=""; \
+for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+$(if $(2),command -v node >/dev/null 2>&1 || missing="$$missing nodejs npm";) \
+if [ -n "$$missing" ]; then \
+  $(STEP) $@ "apt-get install$$missing" \
+    "apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends$$missing"; \
+fi
+endef
+
 apt:
-	@missing=""; \
-	for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	command -v node >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
-	if [ -n "$$missing" ]; then \
-	  echo "Installing apt packages:$$missing"; \
-	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
-	fi
+	$(call apt_install,$(APT_PACKAGES),node)
+
+apt-hosts:
+	$(call apt_install,$(APT_HOSTS_PACKAGES))
 
 $(VENV)/.installed: requirements.txt requirements-infra.txt requirements-dev.txt training_code/requirements.txt \
                    training_code/image-requirements.txt training_code/model-garden.txt \
                    notebooks/requirements.txt tests/launcher/requirements.txt \
                    contract/pyproject.toml training_code/pyproject.toml
-	test -x $(PY) || python3 -m venv $(VENV)
-	$(PIP) install -q --upgrade pip wheel
-	$(PIP) install -r requirements-dev.txt
-	$(PIP) install --no-deps -r training_code/model-garden.txt
-	touch $@
+	@$(STEP) $(VENV) "pip install -r requirements-dev.txt" '\
+	  test -x $(PY) || python3 -m venv $(VENV); \
+	  $(PIP) install --upgrade pip wheel; \
+	  $(PIP) install -r requirements-dev.txt; \
+	  $(PIP) install --no-deps -r training_code/model-garden.txt'
+	@touch $@
 
 # Horovod is compiled against the TensorFlow just installed, from PyPI's sdist with our patch for
 # TF >= 2.19 (horovod/build_wheel.sh, the same script the Dockerfile runs), into a wheel both
 # environments install; --no-cache-dir because a cached wheel built against another TensorFlow
 # fails at import (horovod issue 4039).
+# flock: a second `make` in the same tree waits for this build instead of compiling it again.
+# Uninstalled first: pip would keep a Horovod built against the previous TensorFlow.
+# PIP_VERBOSE: pip shows the build's own output (cmake's "[ 45%] Building CXX object ..."), in the
+# log and in the step's progress lines. MAKEFLAGS: Horovod's setup.py runs `make -j8` only when
+# MAKEFLAGS is empty, and under `make -k` or `make -jN` it is not (nor does the jobserver reach
+# the build through pip): one job per core, whatever make was given.
 $(VENV)/.horovod: $(VENV)/.installed horovod/build_wheel.sh $(wildcard horovod/*.patch)
-	# flock: a second `make` in the same tree waits for this build instead of compiling it again.
-	# Uninstalled first: pip would keep a Horovod built against the previous TensorFlow.
-	flock $(VENV)/.build.lock sh -c 'rm -rf $(HOROVOD_WHEEL_DIR) && $(PIP) uninstall -y -q horovod; env $(HOROVOD_ENV) horovod/build_wheel.sh $(PY) $(HOROVOD_WHEEL_DIR) && $(PIP) install --no-deps $(HOROVOD_WHEEL_DIR)/horovod-*.whl'
-	$(PY) -c "import horovod.tensorflow as hvd; assert hvd.gloo_built() and hvd.mpi_built(), 'horovod lacks Gloo or MPI'"
-	touch $@
+	@flock $(VENV)/.build.lock $(STEP) horovod "build and install Horovod 0.28.1 against .venv's TensorFlow" '\
+	  rm -rf $(HOROVOD_WHEEL_DIR); \
+	  $(PIP) uninstall -y horovod; \
+	  env PIP_VERBOSE=1 MAKEFLAGS=-j$$(nproc) $(HOROVOD_ENV) horovod/build_wheel.sh $(PY) $(HOROVOD_WHEEL_DIR); \
+	  $(PIP) install --no-deps $(HOROVOD_WHEEL_DIR)/horovod-*.whl; \
+	  $(PY) -c "import horovod.tensorflow as hvd; assert hvd.gloo_built() and hvd.mpi_built(), \"horovod lacks Gloo or MPI\""'
+	@touch $@
 
 # The DLC's packages (dlc-seed.txt) at the versions of its own lock (dlc-constraints.txt), pip,
 # setuptools and wheel included.
 $(DLC_VENV)/.installed: training_code/dlc-seed.txt training_code/dlc-constraints.txt
-	rm -rf $(DLC_VENV) && python3 -m venv $(DLC_VENV)
-	$(DLC_VENV)/bin/pip install -q -c training_code/dlc-constraints.txt pip setuptools wheel
-	$(DLC_VENV)/bin/pip install -q -c training_code/dlc-constraints.txt -r training_code/dlc-seed.txt
-	$(DLC_VENV)/bin/python -c "import sagemaker_training.cli.train, sagemaker_tensorflow_container.training, gethostname, mpi4py, cv2"
-	touch $@
+	@$(STEP) $(DLC_VENV) "the DLC's packages, training_code/dlc-seed.txt" '\
+	  rm -rf $(DLC_VENV); \
+	  python3 -m venv $(DLC_VENV); \
+	  $(DLC_VENV)/bin/pip install -c training_code/dlc-constraints.txt pip setuptools wheel; \
+	  $(DLC_VENV)/bin/pip install -c training_code/dlc-constraints.txt -r training_code/dlc-seed.txt; \
+	  $(DLC_VENV)/bin/python -c "import sagemaker_training.cli.train, sagemaker_tensorflow_container.training, gethostname, mpi4py, cv2"'
+	@touch $@
 
 # The image's layer on the DLC: image-requirements.txt, Model Garden without its dependencies,
 # Horovod (the wheel built above: same TensorFlow) and the contract, installed as the Dockerfile
@@ -103,39 +133,47 @@ $(DLC_VENV)/.installed: training_code/dlc-seed.txt training_code/dlc-constraints
 $(IMAGE_VENV)/.installed: $(DLC_VENV)/.installed $(VENV)/.horovod contract/pyproject.toml \
                          training_code/image-requirements.txt training_code/model-garden.txt \
                          $(wildcard contract/maskrcnn_contract/*.py)
-	rm -rf $(IMAGE_VENV) && python3 -m venv --without-pip $(IMAGE_VENV)
-	$(DLC_VENV)/bin/python -c "import site; print(site.getsitepackages()[0])" \
-	  > $$($(IMAGE_VENV)/bin/python -c "import site; print(site.getsitepackages()[0])")/dlc-layer.pth
-	$(IMAGE_VENV)/bin/python -m pip install -q -c training_code/dlc-constraints.txt -r training_code/image-requirements.txt
-	$(IMAGE_VENV)/bin/python -m pip install -q --no-deps -r training_code/model-garden.txt
-	$(IMAGE_VENV)/bin/python -m pip install -q -c training_code/dlc-constraints.txt $(HOROVOD_WHEEL_DIR)/horovod-*.whl
-	$(IMAGE_VENV)/bin/python -m pip install -q --no-deps --no-build-isolation ./contract
-	$(IMAGE_VENV)/bin/python -c "import horovod.tensorflow as hvd, horovod.tensorflow.mpi_ops, maskrcnn_contract, sagemaker_training, official.vision.tasks.maskrcnn; assert hvd.mpi_built() and hvd.gloo_built()"
-	touch $@
+	@$(STEP) $(IMAGE_VENV) "the Dockerfile's layer on .venv-dlc" '\
+	  rm -rf $(IMAGE_VENV); \
+	  python3 -m venv --without-pip $(IMAGE_VENV); \
+	  $(DLC_VENV)/bin/python -c "import site; print(site.getsitepackages()[0])" \
+	    > $$($(IMAGE_VENV)/bin/python -c "import site; print(site.getsitepackages()[0])")/dlc-layer.pth; \
+	  $(IMAGE_VENV)/bin/python -m pip install -c training_code/dlc-constraints.txt -r training_code/image-requirements.txt; \
+	  $(IMAGE_VENV)/bin/python -m pip install --no-deps -r training_code/model-garden.txt; \
+	  $(IMAGE_VENV)/bin/python -m pip install -c training_code/dlc-constraints.txt $(HOROVOD_WHEEL_DIR)/horovod-*.whl; \
+	  $(IMAGE_VENV)/bin/python -m pip install --no-deps --no-build-isolation ./contract; \
+	  $(IMAGE_VENV)/bin/python -c "import horovod.tensorflow as hvd, horovod.tensorflow.mpi_ops, maskrcnn_contract, sagemaker_training, official.vision.tasks.maskrcnn; assert hvd.mpi_built() and hvd.gloo_built()"'
+	@touch $@
 
 $(SERVING_VENV)/.installed: tests/training/serving-requirements.txt
-	rm -rf $(SERVING_VENV) && python3 -m venv $(SERVING_VENV)
-	$(SERVING_VENV)/bin/pip install -q -r tests/training/serving-requirements.txt
-	$(SERVING_VENV)/bin/python -c "import tensorflow as tf; assert tf.__version__ == '2.20.0', tf.__version__"
-	touch $@
+	@$(STEP) $(SERVING_VENV) "pip install -r tests/training/serving-requirements.txt" '\
+	  rm -rf $(SERVING_VENV); \
+	  python3 -m venv $(SERVING_VENV); \
+	  $(SERVING_VENV)/bin/pip install -r tests/training/serving-requirements.txt; \
+	  $(SERVING_VENV)/bin/python -c "import tensorflow as tf; assert tf.__version__ == \"2.20.0\", tf.__version__"'
+	@touch $@
 
 $(LABELING_VENV)/.installed: tests/training/labeling-requirements.txt
-	rm -rf $(LABELING_VENV) && python3 -m venv $(LABELING_VENV)
-	$(LABELING_VENV)/bin/pip install -q -r tests/training/labeling-requirements.txt
-	$(LABELING_VENV)/bin/python -c "import datumaro.plugins.data_formats.coco.exporter; from label_studio_sdk.converter import Converter"
-	touch $@
+	@$(STEP) $(LABELING_VENV) "pip install -r tests/training/labeling-requirements.txt" '\
+	  rm -rf $(LABELING_VENV); \
+	  python3 -m venv $(LABELING_VENV); \
+	  $(LABELING_VENV)/bin/pip install -r tests/training/labeling-requirements.txt; \
+	  $(LABELING_VENV)/bin/python -c "import datumaro.plugins.data_formats.coco.exporter; from label_studio_sdk.converter import Converter"'
+	@touch $@
 
 # As the pipeline's Synth step: `pip install -r requirements-infra.txt` in a fresh environment.
 $(INFRA_VENV)/.installed: requirements.txt requirements-infra.txt contract/pyproject.toml
-	rm -rf $(INFRA_VENV) && python3 -m venv $(INFRA_VENV)
-	$(INFRA_VENV)/bin/pip install -q -r requirements-infra.txt
-	touch $@
+	@$(STEP) $(INFRA_VENV) "pip install -r requirements-infra.txt" '\
+	  rm -rf $(INFRA_VENV); \
+	  python3 -m venv $(INFRA_VENV); \
+	  $(INFRA_VENV)/bin/pip install -r requirements-infra.txt'
+	@touch $@
 
 node_modules/.installed: package.json package-lock.json
-	npm ci --no-audit --no-fund
-	touch $@
+	@$(STEP) node_modules "npm ci: the CDK CLI of package.json" 'npm ci --no-audit --no-fund'
+	@touch $@
 
-synth: setup
+synth: setup-demo
 	rm -rf cdk.out
 	$(CDK) synth --quiet
 
@@ -161,7 +199,8 @@ BENCH_RESULTS := build/bench/results
 # The last run on the previous platform (TensorFlow 2.18, this kind of machine), set beside each
 # new run in docs/benchmarks.md, "Before and after".
 BENCH_BASELINE := benchmarks/baselines/tf2.18
-bench: setup
+# The demo's set-up and the emulated hosts' (cpu_scaling.py: the image's Python, sshd).
+bench: setup-demo apt-hosts $(IMAGE_VENV)/.installed
 	rm -rf $(BENCH_RESULTS)
 	# Step times first: the demo's AP does not depend on what else the machine is doing.
 	$(PY) benchmarks/cpu_scaling.py --results-dir $(BENCH_RESULTS)

@@ -35,12 +35,16 @@ backbone here); the accuracy they reach: docs/benchmarks.md, "`make demo`'s accu
 """
 
 import argparse
+import contextlib
+import functools
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -357,6 +361,11 @@ def prepare_layout(args, work_dir: str) -> dict:
     }
 
 
+def gpu_device() -> bool:
+    """Whether this machine has an NVIDIA GPU device."""
+    return bool(glob.glob("/dev/nvidia[0-9]*"))
+
+
 def tensorflow_environment() -> dict:
     """What TensorFlow reads before it is imported, for this machine's processes: the job's (the
     ranks, the emulated hosts' containers) and this one's (the drawing). A value already in the
@@ -366,14 +375,87 @@ def tensorflow_environment() -> dict:
         # ERROR lines stay.
         "TF_CPP_MIN_LOG_LEVEL": "2",
     }
-    if not glob.glob("/dev/nvidia[0-9]*"):
+    if not gpu_device():
         # No GPU here: TensorFlow creates only its CPU device, instead of initializing CUDA and
         # logging the failed cuInit as an error. Only here: on SageMaker the GPUs are the point.
         values["TF_ENABLED_DEVICE_TYPES"] = "CPU"
-    # No setting reaches the lines TensorFlow 2.21's CUDA stub logs through absl as its libraries
-    # load on a machine without a GPU driver ("Could not find cuda drivers", each after absl's
-    # "before absl::InitializeLog()" notice: 4 lines a process; tensorflow/tensorflow#100442).
+    # No setting reaches the lines TensorFlow 2.21 logs through absl as its libraries load:
+    # STARTUP_LINES drops them from what is printed here.
     return {name: os.environ.get(name, value) for name, value in values.items()}
+
+
+# absl's prefix, as TensorFlow 2.21's libraries log before absl::InitializeLog() is called:
+# severity, month and day, time, thread id ("I0000 00:00:1796647229.044019    9904 ").
+_ABSL = r"[IWE]\d{4} \d\d:\d\d:[\d.]+ +\d+ "
+# What TensorFlow prints in every process that no setting removes: the first three twice as it is
+# imported, through absl, which TF_CPP_MIN_LOG_LEVEL does not reach, even at 3
+# (tensorflow/tensorflow#100442); the last once, at the first step, an ERROR line, which the
+# job's own setting of absl's level (job.quiet_tensorflow) keeps as it should. Exact lines, each
+# safe to drop for the reason beside it; `_stream` drops these and echoes every other line
+# (docs/local-runs.md, "TensorFlow's start-up lines"). The emulated hosts' logs keep every line.
+STARTUP_LINES = {
+    # Says that the absl lines after it go to stderr, where they go anyway: nothing about the job.
+    "absl notice": r"WARNING: All log messages before absl::InitializeLog\(\) is called are "
+                   r"written to STDERR",
+    # oneDNN's CPU kernels are on, TensorFlow's default on x86 Linux; the round-off it warns of
+    # is in every run's figures here (docs/benchmarks.md's spread was measured with it on).
+    # TF_ENABLE_ONEDNN_OPTS=0 removes the line by turning oneDNN off: another computation.
+    "oneDNN on": _ABSL + r"port\.cc:\d+\] oneDNN custom operations are on\. You may see slightly "
+                 r"different numerical results due to floating-point round-off errors from "
+                 r"different computation orders\. To turn them off, set the environment variable "
+                 r"`TF_ENABLE_ONEDNN_OPTS=0`\.",
+    # Where there is no GPU device (only there: startup_line), TensorFlow runs on the CPU, as the
+    # demo means to; TF_ENABLED_DEVICE_TYPES=CPU does not stop the CUDA stub's probe.
+    "no CUDA driver": _ABSL + r"cudart_stub\.cc:\d+\] Could not find cuda drivers on your "
+                      r"machine, GPU will not be used\.",
+    # Once a process, for the first op of a type oneDNN has no kernels for (DT_BOOL here; the
+    # line names AVX-512 whatever the CPU: TensorFlow's util.cc, DataTypeUnsupportedWarning):
+    # TensorFlow runs its own Eigen kernel, as for any op oneDNN does not take. ERROR by its
+    # level only; an op without an Eigen kernel fails on lines of its own.
+    "oneDNN fallback": _ABSL + r"util\.cc:\d+\] oneDNN supports DT_[A-Z0-9]+ only on platforms "
+                       r"with AVX-512\. Falling back to the default Eigen-based implementation "
+                       r"if present\.",
+}
+# Where the job's lines may come from, in front of them: an emulated host ("[algo-1] ") and its
+# toolkit's mpirun --tag-output ("[1,0]<stderr>:").
+_SOURCE = r"(?:\[[\w.-]+\] )?(?:\[\d+,\d+\]<std(?:err|out)>:)?"
+
+
+@functools.lru_cache(maxsize=2)
+def _startup_pattern(gpu: bool) -> re.Pattern:
+    known = [p for name, p in STARTUP_LINES.items() if not (gpu and name == "no CUDA driver")]
+    return re.compile(_SOURCE + "(?:" + "|".join(known) + ")")
+
+
+def startup_line(line: str, gpu: bool = None) -> bool:
+    """Whether `line` is one of STARTUP_LINES, whole; "no CUDA driver" only where there is no GPU
+    device (`gpu`, by default whether this machine has one): with one, it is news."""
+    return _startup_pattern(gpu_device() if gpu is None else gpu).fullmatch(
+        line.rstrip("\r\n")) is not None
+
+
+@contextlib.contextmanager
+def startup_lines_dropped_from_stderr():
+    """This process's own stderr, while the block runs, without STARTUP_LINES: the file
+    descriptor (TensorFlow's C++ code writes to it) goes to a temporary file, echoed after the
+    block without them. For a short block: its stderr comes when it ends."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with tempfile.TemporaryFile() as captured:
+            os.dup2(captured.fileno(), 2)
+            try:
+                yield
+            finally:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+                captured.seek(0)
+                for line in captured.read().decode("utf-8", "replace").splitlines(keepends=True):
+                    if not startup_line(line):
+                        sys.stderr.write(line)
+                sys.stderr.flush()
+    finally:
+        os.close(saved)
 
 
 def mpirun_command(ranks: int, host_env: dict, program: str) -> list:
@@ -396,8 +478,12 @@ def mpirun_command(ranks: int, host_env: dict, program: str) -> list:
 
 
 def _stream(lines, final: dict) -> None:
-    """Echoes the job's output and keeps the last value of each metric in it."""
+    """Echoes the job's output but TensorFlow's STARTUP_LINES and keeps the last value of each
+    metric in it."""
+    gpu = gpu_device()
     for line in lines:
+        if startup_line(line, gpu):
+            continue
         sys.stdout.write(line)
         final.update(metrics.last_values(line))
 
@@ -584,6 +670,9 @@ def _print_evaluation_report(model_dir: str) -> None:
 def _draw_predictions(work_dir: str, model_dir: str, count: int) -> str:
     """The first `count` validation images through the SavedModel, ground truth beside; returns
     the picture's path."""
+    if "tensorflow" not in sys.modules:
+        with startup_lines_dropped_from_stderr():
+            import tensorflow  # noqa: F401  (its start-up lines, here rather than in the drawing)
     from maskrcnn_local import predict
 
     coco_dir = os.path.join(work_dir, "coco-synthetic")
