@@ -1,7 +1,8 @@
 """The repository's paths, defined once for every test module."""
 
 from pathlib import Path
-from tests.paths import REPO
+
+REPO = Path(__file__).resolve().parents[1]
 
 TRAINING_CODE = REPO / "training_code"
 NOTEBOOKS = REPO / "notebooks"
