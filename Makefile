@@ -145,29 +145,29 @@ $(IMAGE_VENV)/.installed: $(DLC_VENV)/.installed $(VENV)/.horovod contract/pypro
 	  $(IMAGE_VENV)/bin/python -c "import horovod.tensorflow as hvd, horovod.tensorflow.mpi_ops, maskrcnn_contract, sagemaker_training, official.vision.tasks.maskrcnn; assert hvd.mpi_built() and hvd.gloo_built()"'
 	@touch $@
 
-$(SERVING_VENV)/.installed: tests/training/serving-requirements.txt
-	@$(STEP) $(SERVING_VENV) "pip install -r tests/training/serving-requirements.txt" '\
-	  rm -rf $(SERVING_VENV); \
-	  python3 -m venv $(SERVING_VENV); \
-	  $(SERVING_VENV)/bin/pip install -r tests/training/serving-requirements.txt; \
-	  $(SERVING_VENV)/bin/python -c "import tensorflow as tf; assert tf.__version__ == \"2.20.0\", tf.__version__"'
-	@touch $@
+# A virtual environment made afresh from one requirements file: $(1) the environment, $(2) the
+# file, $(3) Python that checks the result (optional).
+define fresh_venv
+@$(STEP) $(1) "pip install -r $(2)" '\
+  rm -rf $(1); \
+  python3 -m venv $(1); \
+  $(1)/bin/pip install -r $(2)$(if $(3),; \
+  $(1)/bin/python -c "$(3)")'
+@touch $@
+endef
 
+SERVING_CHECK := import tensorflow as tf; assert tf.__version__ == \"2.20.0\", tf.__version__
+$(SERVING_VENV)/.installed: tests/training/serving-requirements.txt
+	$(call fresh_venv,$(SERVING_VENV),$<,$(SERVING_CHECK))
+
+LABELING_CHECK := import datumaro.plugins.data_formats.coco.exporter; \
+                  from label_studio_sdk.converter import Converter
 $(LABELING_VENV)/.installed: tests/training/labeling-requirements.txt
-	@$(STEP) $(LABELING_VENV) "pip install -r tests/training/labeling-requirements.txt" '\
-	  rm -rf $(LABELING_VENV); \
-	  python3 -m venv $(LABELING_VENV); \
-	  $(LABELING_VENV)/bin/pip install -r tests/training/labeling-requirements.txt; \
-	  $(LABELING_VENV)/bin/python -c "import datumaro.plugins.data_formats.coco.exporter; from label_studio_sdk.converter import Converter"'
-	@touch $@
+	$(call fresh_venv,$(LABELING_VENV),$<,$(LABELING_CHECK))
 
 # As the pipeline's Synth step: `pip install -r requirements-infra.txt` in a fresh environment.
-$(INFRA_VENV)/.installed: requirements.txt requirements-infra.txt contract/pyproject.toml
-	@$(STEP) $(INFRA_VENV) "pip install -r requirements-infra.txt" '\
-	  rm -rf $(INFRA_VENV); \
-	  python3 -m venv $(INFRA_VENV); \
-	  $(INFRA_VENV)/bin/pip install -r requirements-infra.txt'
-	@touch $@
+$(INFRA_VENV)/.installed: requirements-infra.txt requirements.txt contract/pyproject.toml
+	$(call fresh_venv,$(INFRA_VENV),$<)
 
 node_modules/.installed: package.json package-lock.json
 	@$(STEP) node_modules "npm ci: the CDK CLI of package.json" 'npm ci --no-audit --no-fund'
