@@ -13,8 +13,8 @@ holds
 
 The detections are the serving handler's answers (training_code/maskrcnn_job/serving/
 endpoint_handler.py: a 28 x 28 mask of probabilities over each box), each mask pasted into the
-image at its box and kept where its probability is at least MASK_THRESHOLD, as the drawing of an
-answer does (serving/detections.py).
+image at its box as Model Garden pastes one (`mask_of`) and kept where its probability is at least
+MASK_THRESHOLD.
 """
 
 import dataclasses
@@ -105,24 +105,43 @@ def box_pixels(bbox, height: int, width: int):
     x, y, w, h = bbox
     x0, y0 = int(math.floor(x)), int(math.floor(y))
     x1, y1 = x0 + max(1, int(math.ceil(w))), y0 + max(1, int(math.ceil(h)))
-    return max(0, x0), max(0, y0), min(width, x1), min(height, y1), x0, y0
+    return max(0, x0), max(0, y0), min(width, x1), min(height, y1)
+
+
+def _cells(first: int, last: int, start: float, size: float, cells: int):
+    """For the pixels first..last-1 of one axis: the mask cell (of the mask padded with one cell of
+    zeros) just below each pixel's centre, and the centre's fraction of the way to the next."""
+    import numpy as np
+
+    # The mask's n cells spread evenly over the box, cell k's centre at start + (k + 0.5) * size
+    # / n (ROIAlign's sampling), shifted by the one cell of padding.
+    t = np.clip((np.arange(first, last) + 0.5 - start) * cells / size + 0.5, 0, cells + 1)
+    low = np.minimum(np.floor(t).astype(int), cells)
+    return low, t - low
 
 
 def mask_of(detection: Dict, height: int, width: int):
     """The image-sized 0/1 mask (numpy uint8, height x width) of one of the handler's detections:
-    its box's probabilities resized bilinearly to the box and kept at MASK_THRESHOLD or more."""
+    at each pixel's centre the box's probabilities interpolated bilinearly (zero beyond the mask,
+    so a mask of ones keeps exactly the pixels whose centres the box holds), kept at MASK_THRESHOLD
+    or more. Model Garden's paste_instance_masks_v2 (official/vision/ops/mask_ops.py), without
+    OpenCV's 1/32-pixel sampling grid (tests/launcher/test_mask_paste.py)."""
     import numpy as np
-    from PIL import Image
 
-    probabilities = np.asarray(detection["mask"], dtype=np.float32)
-    x, y, w, h = detection["bbox"]
-    left, top, right, bottom, x0, y0 = box_pixels(detection["bbox"], height, width)
-    size = (max(1, int(math.ceil(w))), max(1, int(math.ceil(h))))
-    box = np.asarray(Image.fromarray(probabilities, mode="F").resize(size, Image.BILINEAR))
+    probabilities = np.pad(np.asarray(detection["mask"], dtype=np.float64), 1)
+    rows, cols = probabilities.shape[0] - 2, probabilities.shape[1] - 2
+    x, y, w, h = (float(v) for v in detection["bbox"])
     full = np.zeros((height, width), dtype=np.uint8)
-    if right > left and bottom > top:
-        full[top:bottom, left:right] = \
-            box[top - y0:bottom - y0, left - x0:right - x0] >= MASK_THRESHOLD
+    left, top = max(0, math.floor(x)), max(0, math.floor(y))
+    right, bottom = min(width, math.ceil(x + w)), min(height, math.ceil(y + h))
+    if w <= 0 or h <= 0 or right <= left or bottom <= top:
+        return full
+    r, fr = _cells(top, bottom, y, h, rows)
+    c, fc = _cells(left, right, x, w, cols)
+    fr = fr[:, None]
+    value = ((1 - fr) * ((1 - fc) * probabilities[r][:, c] + fc * probabilities[r][:, c + 1])
+             + fr * ((1 - fc) * probabilities[r + 1][:, c] + fc * probabilities[r + 1][:, c + 1]))
+    full[top:bottom, left:right] = value >= MASK_THRESHOLD
     return full
 
 
