@@ -143,7 +143,7 @@ def test_cvats_all_crowd_export_is_refused_naming_the_option_and_writes_nothing(
                 if name.endswith(".tfrecord")]
 
 
-def test_cvats_export_with_crowds_as_instances_trains_its_masks_and_keeps_the_ids(tmp_path):
+def test_cvats_export_with_crowds_as_instances_converts_its_masks_and_keeps_the_ids(tmp_path):
     root, source = _cvat(tmp_path, count=6)
     out = str(tmp_path / "channel")
     results = coco_to_tfrecord.convert_export(root, out, name="parts", val_fraction=0.34, seed=3,
@@ -451,7 +451,7 @@ def test_rectangles_left_out_are_counted_and_named_and_out_of_the_val_annotation
     assert not boxes & {a["source_id"] for a in val["annotations"]}
 
 
-def test_rectangles_as_masks_train_the_filled_box(tmp_path):
+def test_rectangles_as_masks_become_the_filled_box_in_the_records(tmp_path):
     root, _ = _cvat(tmp_path, count=4, drawn="polygon", rectangles=True)
     out = str(tmp_path / "channel")
     results = coco_to_tfrecord.convert_export(

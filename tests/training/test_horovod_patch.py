@@ -2,15 +2,24 @@
 environments and the image build it through the same script, and the Horovod the tests run is that
 build, compiled against TensorFlow 2.21."""
 
+import hashlib
+import json
 import os
 import re
 import subprocess
 import sys
-from pathlib import Path
-from tests.paths import REPO
+import zipfile
+
+import pytest
+from tests.paths import IMAGE_PYTHON, REPO
 
 SCRIPT = REPO / "horovod" / "build_wheel.sh"
 PATCH = REPO / "horovod" / "horovod-0.28.1-tf2.19.patch"
+# The wheel `make setup` built with build_wheel.sh, and the environments it installed it in.
+WHEEL_DIR = REPO / ".venv" / "horovod-wheel"
+INSTALLED_IN = {".venv": REPO / ".venv" / "bin" / "python", ".venv-image": IMAGE_PYTHON}
+# What pip writes into an installed distribution's .dist-info beside the wheel's own files.
+PIP_WRITES = {"INSTALLER", "REQUESTED", "RECORD", "direct_url.json"}
 
 
 def test_the_patch_applies_to_the_pypi_sdist():
@@ -48,10 +57,47 @@ def test_the_local_environments_and_the_image_build_horovod_with_the_same_script
 
 def test_the_installed_horovod_is_built_against_tensorflow_2_21():
     """The .venv's Horovod loads its TensorFlow ops library next to TF 2.21 (an unpatched 0.28.1
-    does not compile there) and was built by build_wheel.sh (its wheel in .venv/horovod-wheel)."""
+    does not compile there); that it is build_wheel.sh's wheel: the test below."""
     probe = ("import tensorflow as tf, horovod, horovod.tensorflow as hvd, horovod.tensorflow.mpi_ops;"
              "print(tf.__version__, horovod.__version__, hvd.mpi_built(), hvd.gloo_built())")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["2.21.0", "0.28.1", "True", "True"]
-    assert list((REPO / ".venv" / "horovod-wheel").glob("horovod-0.28.1-*.whl"))
+
+
+def _wheel_files(wheel):
+    """{path as installed: SHA-256} of the wheel's files (its scripts and RECORD left out: pip
+    rewrites both)."""
+    with zipfile.ZipFile(wheel) as archive:
+        return {name: hashlib.sha256(archive.read(name)).hexdigest()
+                for name in archive.namelist()
+                if not name.endswith("/") and ".data/" not in name
+                and not name.endswith(".dist-info/RECORD")}
+
+
+def _installed_files(python):
+    """{path below site-packages: SHA-256 of the file there} of the horovod distribution that
+    `python` imports, as its RECORD lists them (compiled .pyc, scripts outside site-packages and
+    what pip writes into .dist-info left out)."""
+    probe = ("import hashlib, importlib.metadata as m, json\n"
+             "d = m.distribution('horovod')\n"
+             "print(json.dumps({str(f): hashlib.sha256(d.locate_file(f).read_bytes()).hexdigest()"
+             " for f in d.files if not str(f).startswith('..') and '__pycache__' not in str(f)"
+             f" and not (str(f).split('/')[0].endswith('.dist-info') and f.name in {PIP_WRITES!r})}}))")
+    result = subprocess.run([str(python), "-c", probe], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("venv", list(INSTALLED_IN))
+def test_the_installed_horovod_is_the_wheel_build_wheel_sh_built(venv):
+    """Every file of the Horovod installed in .venv and in .venv-image (the image's stand-in) is
+    byte for byte the file of the wheel in .venv/horovod-wheel, and it has no other: not an
+    unpatched build from the index, nor one left from an older wheel."""
+    wheels = sorted(WHEEL_DIR.glob("horovod-0.28.1-*.whl"))
+    assert len(wheels) == 1, f"{WHEEL_DIR}: {wheels} (run `make setup`)"
+    built, installed = _wheel_files(wheels[0]), _installed_files(INSTALLED_IN[venv])
+    assert len(built) > 100 and any(name.endswith(".so") for name in built), sorted(built)[:20]
+    assert sorted(set(built) ^ set(installed)) == []
+    assert sorted(name for name in built if built[name] != installed[name]) == []
