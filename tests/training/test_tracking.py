@@ -5,12 +5,19 @@ SageMaker plugin logging to a tracking server by its ARN. The end to end proof, 
 logged and read back with its S3 artifacts and IAM evaluated, rides on
 tests/training/test_evaluation_job.py's run."""
 
+import contextlib
 import dataclasses
+import hashlib
+import http.server
 import io
 import logging
 import os
+import re
 import subprocess
+import threading
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -193,6 +200,25 @@ def test_a_run_whose_server_goes_away_stops_logging_after_one_warning(server, ca
     tracker.end(failed=False)
 
 
+def test_a_report_folder_that_is_not_there_is_named_in_a_warning_and_the_model_logged(
+        server, tmp_path, caplog):
+    """A job whose evaluation report was not written (no evaluation ran, or writing it failed):
+    the run says which folder it lacks instead of finishing without it in silence."""
+    model = tmp_path / "model"
+    (model / "1").mkdir(parents=True)
+    (model / "1" / "saved_model.pb").write_bytes(b"\0" * 10)
+    with caplog.at_level(logging.INFO, logger=tracking.__name__):
+        tracker = tracking.start(hyperparameters.parse({}), _environment(server, "unit-no-report"))
+        tracker.finish(str(model), "1", "code/evaluation")
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
+        f"MLflow: evaluation/ not logged: {model}/code/evaluation is not there"]
+    assert any(r.getMessage().startswith(f"MLflow run {tracker.run_id}: the SavedModel uploaded")
+               for r in caplog.records), [r.getMessage() for r in caplog.records]
+    client, run = _only_run(server.uri, "unit-no-report")
+    assert run.info.status == "FINISHED"
+    assert [f.path for f in client.list_artifacts(run.info.run_id)] == ["model"]
+
+
 def test_without_a_tracking_uri_there_is_no_run_and_nothing_said(caplog):
     with caplog.at_level(logging.DEBUG):
         tracker = tracking.start(hyperparameters.parse({}), {contract.EXPERIMENT_ENV: "x"})
@@ -202,12 +228,93 @@ def test_without_a_tracking_uri_there_is_no_run_and_nothing_said(caplog):
     assert not [r for r in caplog.records if r.name.startswith(("maskrcnn_job", "mlflow"))]
 
 
-def test_the_images_mlflow_client_logs_to_a_tracking_server_by_its_arn(server):
+@contextlib.contextmanager
+def _recording_relay(target):
+    """A plain HTTP relay to `target` on a free local port: (its URI, every request it relayed as
+    (method, path, headers, body))."""
+    relayed = []
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    class Relay(http.server.BaseHTTPRequestHandler):
+        def relay(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            relayed.append((self.command, self.path, dict(self.headers), body))
+            forwarded = urllib.request.Request(
+                target + self.path, data=body if body else None, method=self.command,
+                headers={k: v for k, v in self.headers.items()
+                         if k.lower() not in ("host", "connection", "content-length")})
+            try:
+                with direct.open(forwarded, timeout=60) as answer:
+                    status, kind, content = answer.status, answer.headers.get("Content-Type"), \
+                        answer.read()
+            except urllib.error.HTTPError as error:
+                status, kind, content = error.code, error.headers.get("Content-Type"), error.read()
+            self.send_response(status)
+            self.send_header("Content-Type", kind or "application/json")
+            self.send_header("Content-Length", str(len(content)))
+            self.end_headers()
+            self.wfile.write(content)
+
+        do_GET = do_POST = do_PATCH = do_DELETE = relay
+
+        def log_message(self, *args):
+            pass
+
+    relay = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Relay)
+    threading.Thread(target=relay.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{relay.server_port}", relayed
+    finally:
+        relay.shutdown()
+        relay.server_close()
+
+
+_SIGV4 = re.compile(r"AWS4-HMAC-SHA256 Credential=(?P<key>[^/]+)/(?P<date>\d{8})/(?P<region>[^/]+)/"
+                    r"(?P<service>[^/]+)/aws4_request, SignedHeaders=(?P<signed>[^,]+), "
+                    r"Signature=(?P<signature>[0-9a-f]{64})")
+
+
+def _unsigned(method, path, headers, body, credentials, region, service):
+    """Why a relayed request is not SigV4-signed by `credentials` (key, secret, token) for
+    `region` and `service` over what was sent (its method, path, query, signed headers and
+    body), or None: the signature recomputed with botocore's SigV4Auth, as AWS checks it."""
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    sent = {k.lower(): v for k, v in headers.items()}
+    found = _SIGV4.fullmatch(sent.get("authorization", ""))
+    if not found:
+        return f"no SigV4 Authorization header: {sent.get('authorization')!r}"
+    if (found["key"], found["region"], found["service"]) != (credentials[0], region, service):
+        return f"signed as {found['key']} for {found['region']}/{found['service']}"
+    signed = found["signed"].split(";")
+    for needed in ("host", "x-amz-date", "x-amz-security-token", "x-amz-content-sha256"):
+        if needed not in signed:
+            return f"{needed} is not signed: {signed}"
+    if sent["x-amz-security-token"] != credentials[2]:
+        return "another session token"
+    if sent["x-amz-content-sha256"] != hashlib.sha256(body).hexdigest():
+        return "x-amz-content-sha256 is not the body's"
+    request = AWSRequest(method=method, url=f"http://{sent['host']}{path}", data=body,
+                         headers={name: sent[name] for name in signed})
+    request.context["timestamp"] = sent["x-amz-date"]
+    signer = SigV4Auth(Credentials(*credentials), service, region)
+    expected = signer.signature(signer.string_to_sign(request, signer.canonical_request(request)),
+                                request)
+    return None if expected == found["signature"] else "the signature does not match"
+
+
+def test_the_images_mlflow_client_logs_to_a_tracking_server_by_its_arn_signing_each_request(
+        server):
     """The job as the training image runs it: the DLC's mlflow-skinny 3.15.1 and sagemaker-mlflow
     0.4.0 (.venv-image's, at the image lock's versions), a tracking URI that is the managed
     server's ARN, which the plugin signs (SigV4, the job role's credentials: stand-ins here)
-    and sends to the server SAGEMAKER_MLFLOW_CUSTOM_ENDPOINT names (this real server, in place of
-    https://<region>.experiments.sagemaker.aws)."""
+    and sends to the server SAGEMAKER_MLFLOW_CUSTOM_ENDPOINT names (a relay that records each
+    request in front of this real server, in place of
+    https://<region>.experiments.sagemaker.aws). Every request is checked signed: the signature
+    recomputed over what was sent, with the stand-in credentials, for the ARN's region and the
+    plugin's service name for a tracking server (sagemaker-mlflow)."""
     arn = "arn:aws:sagemaker:eu-west-2:123456789012:mlflow-tracking-server/maskrcnn-test-mlflow"
     script = (
         "import logging, sys; logging.basicConfig(level=logging.INFO, stream=sys.stdout)\n"
@@ -221,13 +328,20 @@ def test_the_images_mlflow_client_logs_to_a_tracking_server_by_its_arn(server):
     environment = {**os.environ, "PYTHONPATH": os.path.join(REPO, "training_code"),
                    contract.TRACKING_URI_ENV: arn, contract.EXPERIMENT_ENV: "unit-image",
                    job_io.TRAINING_JOB_NAME_ENV: "maskrcnn-test-image-1",
-                   "SAGEMAKER_MLFLOW_CUSTOM_ENDPOINT": server.uri,
                    "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                    "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": "eu-west-2",
                    "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null"}
-    done = subprocess.run([IMAGE_PYTHON, "-c", script], env=environment, capture_output=True,
-                          text=True, timeout=300)
+    with _recording_relay(server.uri) as (relay, relayed):
+        done = subprocess.run([IMAGE_PYTHON, "-c", script], capture_output=True, text=True,
+                              env={**environment, "SAGEMAKER_MLFLOW_CUSTOM_ENDPOINT": relay},
+                              timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert len(relayed) >= 4, relayed  # the experiment, the run, its params, metrics and end
+    unsigned = [(f"{method} {path}", _unsigned(method, path, headers, body,
+                                               ("testing", "testing", "testing"), "eu-west-2",
+                                               "sagemaker-mlflow"))
+                for method, path, headers, body in relayed]
+    assert [(request, why) for request, why in unsigned if why] == []
     assert "client 3.15.1 0.4.0" in done.stdout
     assert "ended FINISHED" in done.stdout, done.stdout + done.stderr
     assert "WARNING" not in done.stdout + done.stderr, done.stdout + done.stderr

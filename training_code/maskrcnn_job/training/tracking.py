@@ -11,7 +11,8 @@ SageMaker sets; tagged with it too), in the experiment, created when missing. It
 - every metric line the chief prints (maskrcnn_contract.metrics: the same names, and the values as
   the lines give them), at the training step, batched;
 - at the end, the SavedModel (`model/`) and the evaluation report beside it (`evaluation/`), as
-  plain artifacts, which the MLflow client uploads to the server's S3 artifact store itself;
+  plain artifacts, which the MLflow client uploads to the server's S3 artifact store itself (a
+  folder that is not there is named in a warning);
 and ends the run FINISHED, or FAILED when the job fails. MlflowClient directly: no autolog, no
 fluent run, nothing global but the loggers named below.
 
@@ -129,13 +130,20 @@ class Tracker:
                                 for name, value in metric_values(values).items()],
                        doing=f"logging the metrics of step {step}")
 
-    def log_artifacts(self, local_dir: str, artifact_path: str) -> None:
-        if not self.active or not os.path.isdir(local_dir):
-            return
+    def log_artifacts(self, local_dir: str, artifact_path: str) -> bool:
+        """`local_dir` as the run's `artifact_path`/; whether it was logged. A folder that is not
+        there is named in a warning (the run goes on without it)."""
+        if not self.active:
+            return False
+        if not os.path.isdir(local_dir):
+            log.warning("MLflow: %s/ not logged: %s is not there", artifact_path, local_dir)
+            return False
         try:
             self._client.log_artifacts(self.run_id, local_dir, artifact_path)
         except Exception as error:  # noqa: BLE001
             self._stop(f"uploading {local_dir} as {artifact_path}/", error)
+            return False
+        return True
 
     def finish(self, model_dir: str, saved_model: str, report: str) -> None:
         """The SavedModel and the report beside it (relative to `model_dir`) as artifacts, then
@@ -143,11 +151,13 @@ class Tracker:
         if not self.active:
             return
         started = time.time()
-        self.log_artifacts(os.path.join(model_dir, saved_model), MODEL_ARTIFACTS)
-        self.log_artifacts(os.path.join(model_dir, report), REPORT_ARTIFACTS)
-        if self.active:
-            log.info("MLflow run %s: the SavedModel and the evaluation report uploaded in %.0f s",
-                     self.run_id, time.time() - started)
+        uploaded = [what for what, folder, artifact_path in (
+            ("the SavedModel", saved_model, MODEL_ARTIFACTS),
+            ("the evaluation report", report, REPORT_ARTIFACTS))
+            if self.log_artifacts(os.path.join(model_dir, folder), artifact_path)]
+        if uploaded:
+            log.info("MLflow run %s: %s uploaded in %.0f s", self.run_id, " and ".join(uploaded),
+                     time.time() - started)
         self.end(failed=False)
 
     def end(self, failed: bool) -> None:
