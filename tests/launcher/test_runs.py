@@ -235,6 +235,48 @@ def test_the_table_shows_each_runs_settings_time_cost_and_evaluation(fake_aws, d
                                       last=2)] == [unpriced, on_demand]
 
 
+def test_a_figure_not_from_where_its_column_says_is_marked_and_explained_under_the_table(
+        fake_aws, deployment):
+    """Never in silence: the mask AP of a job without an evaluation report (no report in its model,
+    or a job not Completed) is SageMaker's final eval/segm_AP, and hyperparameters this contract
+    no longer parses (a job of an older one) are the sent strings; each is marked in its cell
+    and said under the table."""
+    from maskrcnn_launcher.runs import table
+
+    dataset = _dataset()
+    no_report = _job(fake_aws, dataset)
+    fake_aws.client("s3").put_object(Bucket=BUCKET, Key=model_key(no_report),
+                                     Body=model_archive(report=False))
+    older = _job(fake_aws, dataset, hyperparameters={"max_steps": "many", "images_per_gpu": "4"})
+    reported = _job(fake_aws, dataset)
+    rows = table.runs(deployment, shared_boto_session(), dataset=dataset)
+    by_job = {r.job: r for r in rows}
+    cells = {job: table.cells(row) for job, row in by_job.items()}
+    assert cells[no_report]["mask AP"] == "0.339*" and by_job[no_report].mask_ap_from_metric
+    assert cells[reported]["mask AP"] == f"{FAKE_MASK_AP:.3f}"  # the report's, unmarked
+    assert cells[older]["hyperparameters"] == "max_steps=many images_per_gpu=4 *"
+    assert not cells[reported]["hyperparameters"].endswith(table.MARK)
+    assert cells[reported]["hyperparameters"].startswith("max_steps=")  # as the job parsed them
+    printed = table.lines(rows)
+    notes = [line for line in printed if line.startswith(tuple(f"{job}: " for job in by_job))]
+    assert [line for line in notes if line.startswith(no_report)] == [
+        f"{no_report}: mask AP* is SageMaker's final eval/segm_AP (the job's FinalMetricDataList),"
+        f" not the evaluation report's: {by_job[no_report].notes[0].split(': ', 1)[1]}"]
+    assert "holds no evaluation report" in by_job[no_report].notes[0]
+    assert [line for line in notes if line.startswith(older)] == [
+        f"{older}: hyperparameters* as sent, not as the job parsed them (this launcher's "
+        "contract refuses them): hyperparameter max_steps='many': expected an integer"]
+    assert not [line for line in notes if line.startswith(reported)]
+    # A job that did not complete has no report to read: its AP is SageMaker's, said so.
+    failed = dict(fake_aws.client("sagemaker").describe_training_job(TrainingJobName=reported),
+                  TrainingJobStatus="Failed")
+    row = table.row(deployment, failed, shared_boto_session())
+    assert table.cells(row)["mask AP"] == "0.339*"
+    assert row.notes == ("mask AP* is SageMaker's final eval/segm_AP (the job's "
+                         "FinalMetricDataList), not the evaluation report's: the job is Failed: "
+                         "the table reads the evaluation report of a Completed job only",)
+
+
 def test_the_runs_command_prints_the_table_and_refuses_bad_input_before_any_call(fake_aws):
     dataset = _dataset()
     first = _job(fake_aws, dataset, hyperparameters={"max_steps": "500"})

@@ -19,14 +19,16 @@ and a spot job's price is the spot market's, so its cost is `unknown` too. A run
 billable time yet: `-`.
 
 Staging jobs are not runs (lookup.is_staging_job). A job's `final AP` is its last evaluation's
-mask AP (the report's; else SageMaker's last `eval/segm_AP`), `best` the job's
-`eval/best_objective` (what the exported model scored on the run's `objective_metric`), and
-`worst class` the class of lowest mask AP in the report.
+mask AP (the report's; else SageMaker's last `eval/segm_AP`, marked MARK and said under the
+table), `best` the job's `eval/best_objective` (what the exported model scored on the run's
+`objective_metric`), and `worst class` the class of lowest mask AP in the report. Hyperparameters
+that no longer parse (a job of an older contract) are shown as sent, marked MARK and said under
+the table.
 """
 
 import dataclasses
 import datetime
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from maskrcnn_contract import hyperparameters as contract_hyperparameters
 from maskrcnn_contract import job_io
@@ -42,6 +44,8 @@ KEY_HYPERPARAMETERS = ("max_steps", "epochs", "images_per_gpu", "base_learning_r
 # The report's task whose AP the table shows (masks), and SageMaker's metric of the same figure.
 TASK = "segm"
 FINAL_AP_METRIC = "eval/segm_AP"
+# After a figure that is not what its column says (the notes under the table say why).
+MARK = "*"
 SORT_KEYS = ("created", "job", "dataset", "distribution", "instance_hours", "cost", "duration",
              "mask_ap", "best", "worst_ap")
 
@@ -70,7 +74,9 @@ class Run:
     best: Optional[float]                # eval/best_objective
     objective: Optional[str]             # what `best` measures
     worst_class: Optional[Tuple[str, float]]
-    notes: Tuple[str, ...] = ()          # why a figure is missing
+    notes: Tuple[str, ...] = ()          # why a figure is missing or marked
+    hyperparameters_as_sent: bool = False  # they did not parse: the sent strings
+    mask_ap_from_metric: bool = False    # SageMaker's final eval/segm_AP, not the report's
 
 
 def parse_prices(given: Iterable[str]) -> Dict[str, float]:
@@ -112,16 +118,16 @@ def dataset_of(deployment: Deployment, job: dict) -> Tuple[Optional[str], Option
     return None, None
 
 
-def _key_hyperparameters(sent: Dict[str, str]) -> Dict[str, object]:
-    """The key hyperparameters as the job parsed what was sent (defaults included); the sent
-    strings where they no longer parse (a job of an older contract)."""
+def _key_hyperparameters(sent: Dict[str, str]) -> Tuple[Dict[str, Any], Optional[str]]:
+    """The key hyperparameters as the job parsed what was sent (defaults included), and None; the
+    sent strings where they no longer parse (a job of an older contract), and why not."""
     ours = {k: v for k, v in sent.items()
             if not k.startswith(contract_hyperparameters.PLATFORM_PREFIXES)}
     try:
-        parsed = dataclasses.asdict(contract_hyperparameters.parse(ours))
-    except contract_hyperparameters.HyperparameterError:
-        parsed = ours
-    return {k: parsed[k] for k in KEY_HYPERPARAMETERS if k in parsed}
+        parsed, error = dataclasses.asdict(contract_hyperparameters.parse(ours)), None
+    except contract_hyperparameters.HyperparameterError as refused:
+        parsed, error = ours, str(refused)
+    return {k: parsed[k] for k in KEY_HYPERPARAMETERS if k in parsed}, error
 
 
 def billed_instance_hours(job: dict) -> Optional[float]:
@@ -151,21 +157,36 @@ def row(deployment: Deployment, job: dict, boto_session,
     resources = job["ResourceConfig"]
     dataset, data_source = dataset_of(deployment, job)
     sent = job.get("HyperParameters") or {}
-    hps = _key_hyperparameters(sent)
+    hps, unparsed = _key_hyperparameters(sent)
+    if unparsed:
+        notes.append(f"hyperparameters{MARK} as sent, not as the job parsed them "
+                     f"(this launcher's contract refuses them): {unparsed}")
     final = follow.final_metrics(job)
     spot = bool(job.get("EnableManagedSpotTraining"))
     hours = billed_instance_hours(job)
     price = (prices or {}).get(resources["InstanceType"])
     cost = hours * price if hours is not None and price is not None and not spot else None
-    mask_ap, worst = final.get(FINAL_AP_METRIC), None
-    if job["TrainingJobStatus"] == "Completed":
+    mask_ap, worst, from_report = final.get(FINAL_AP_METRIC), None, False
+    if job["TrainingJobStatus"] != "Completed":
+        no_report = (f"the job is {job['TrainingJobStatus']}: the table reads the evaluation "
+                     "report of a Completed job only")
+    else:
         try:
             report = evaluation_report.cached(deployment, name, boto_session).report
             summary = (report["tasks"].get(TASK) or {}).get("summary", {})
-            mask_ap = summary.get("AP", mask_ap)
             worst = _worst_class(report)
+            if "AP" in summary:
+                mask_ap, from_report, no_report = summary["AP"], True, ""
+            else:
+                no_report = f"its evaluation report has no {TASK} AP"
         except lookup.RunRequestError as error:  # no model, or no report in it
-            notes.append(str(error))
+            no_report = str(error)
+    from_metric = mask_ap is not None and not from_report
+    if from_metric:
+        notes.append(f"mask AP{MARK} is SageMaker's final {FINAL_AP_METRIC} (the job's "
+                     f"FinalMetricDataList), not the evaluation report's: {no_report}")
+    elif no_report and job["TrainingJobStatus"] == "Completed":
+        notes.append(no_report)
     tuning = job.get("TuningJobArn")
     return Run(
         job=name, status=job["TrainingJobStatus"], created=job["CreationTime"],
@@ -175,7 +196,8 @@ def row(deployment: Deployment, job: dict, boto_session,
         duration_s=job.get("TrainingTimeInSeconds"), instance_hours=hours, cost=cost,
         mask_ap=mask_ap, best=final.get(job_metrics.BEST_OBJECTIVE),
         objective=hps.get("objective_metric") if job_metrics.BEST_OBJECTIVE in final else None,
-        worst_class=worst, notes=tuple(notes))
+        worst_class=worst, notes=tuple(notes), hyperparameters_as_sent=unparsed is not None,
+        mask_ap_from_metric=from_metric)
 
 
 def check_filters(dataset: Optional[str], last: Optional[int]) -> None:
@@ -252,18 +274,21 @@ def cells(run: Run) -> Dict[str, str]:
         "dataset": f"{run.dataset or '?'} ({run.data_source or '?'})",
         "distribution": run.distribution or "-",
         "instances": f"{run.instance_count} x {run.instance_type}" + (" spot" if run.spot else ""),
-        "hyperparameters": " ".join(f"{k}={v}" for k, v in run.hyperparameters.items()),
+        "hyperparameters": " ".join(f"{k}={v}" for k, v in run.hyperparameters.items())
+        + (f" {MARK}" if run.hyperparameters_as_sent else ""),
         "tuning job": run.tuning_job or "-",
         "training h": _hours(run.duration_s),
         "instance-hours": _figure(run.instance_hours, "{:.2f}"),
-        "cost": cost, "mask AP": _figure(run.mask_ap), "best": best,
+        "cost": cost, "mask AP": _figure(run.mask_ap) + (MARK if run.mask_ap_from_metric else ""),
+        "best": best,
         "worst class": "-" if run.worst_class is None else
         f"{run.worst_class[0]} {run.worst_class[1]:.3f}",
     }
 
 
 def lines(rows: List[Run]) -> List[str]:
-    """The table as printed: a header, one line per run, then the notes of figures left out."""
+    """The table as printed: a header, one line per run, then the notes of figures left out or
+    marked MARK."""
     if not rows:
         return ["no training jobs of this deployment match"]
     table = [cells(r) for r in rows]
