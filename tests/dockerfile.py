@@ -44,7 +44,8 @@ class Install:
 def run_lines(path: Path = DOCKERFILE) -> List[str]:
     """The RUN instructions of `path`, each on one line: comment lines dropped (as Docker drops
     them, inside a continuation too), continuations joined."""
-    kept = [line for line in Path(path).read_text().splitlines() if not line.lstrip().startswith("#")]
+    kept = [line for line in Path(path).read_text().splitlines()
+            if not line.lstrip().startswith("#")]
     joined = re.sub(r"\\[ \t]*\n", " ", "\n".join(kept))
     return [line.strip() for line in joined.splitlines() if re.match(r"\s*RUN\s", line, re.I)]
 

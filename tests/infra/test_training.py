@@ -123,7 +123,8 @@ def test_image_build_adds_to_the_deep_learning_container_without_reinstalling_it
     assert len(installs) == 4, installs
     for arguments in installs:
         def values(option, arguments=arguments):
-            return [value for name, value in zip(arguments, arguments[1:]) if name == option]
+            return [value for name, value in zip(arguments, arguments[1:], strict=False)
+                    if name == option]
 
         assert "/tmp/dlc-constraints.txt" in values("-c") or "--no-deps" in arguments, arguments
         assert not any("tensorflow" in a for a in arguments), arguments

@@ -25,7 +25,8 @@ def _pasted(mask, bbox, height=HEIGHT, width=WIDTH):
 
 
 def _rectangle(columns, rows, height=HEIGHT, width=WIDTH):
-    """The expected mask: ones on the pixels columns[0]..columns[1], rows[0]..rows[1] (inclusive)."""
+    """The expected mask: ones on the pixels columns[0]..columns[1], rows[0]..rows[1]
+    (inclusive)."""
     expected = np.zeros((height, width), dtype=np.uint8)
     expected[rows[0]:rows[1] + 1, columns[0]:columns[1] + 1] = 1
     return expected
@@ -115,7 +116,7 @@ def test_random_masks_and_boxes_are_pasted_as_model_garden_pastes_them(tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     pasted = json.loads((tmp_path / "cases.json.out").read_text())
     differing = union = 0
-    for case, (more, same, less) in zip(cases, pasted):
+    for case, (more, same, less) in zip(cases, pasted, strict=True):
         ours = _pasted(case["mask"], case["bbox"], case["height"], case["width"]).astype(bool)
         more, same, less = (np.asarray(m, dtype=bool) for m in (more, same, less))
         # Every pixel Model Garden keeps at the mask lowered by SHIFT, ours keeps; every pixel

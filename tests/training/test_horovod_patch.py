@@ -11,6 +11,7 @@ import sys
 import zipfile
 
 import pytest
+
 from tests.paths import IMAGE_PYTHON, REPO
 
 SCRIPT = REPO / "horovod" / "build_wheel.sh"
@@ -83,7 +84,8 @@ def _installed_files(python):
              "d = m.distribution('horovod')\n"
              "print(json.dumps({str(f): hashlib.sha256(d.locate_file(f).read_bytes()).hexdigest()"
              " for f in d.files if not str(f).startswith('..') and '__pycache__' not in str(f)"
-             f" and not (str(f).split('/')[0].endswith('.dist-info') and f.name in {PIP_WRITES!r})}}))")
+             " and not (str(f).split('/')[0].endswith('.dist-info')"
+             f" and f.name in {sorted(PIP_WRITES)!r})}}))")
     result = subprocess.run([str(python), "-c", probe], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]

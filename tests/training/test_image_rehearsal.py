@@ -8,9 +8,9 @@ import json
 import os
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
+
 from tests import dockerfile
 from tests.paths import REPO
 
@@ -104,7 +104,7 @@ def test_the_stand_in_has_the_locks_versions(dlc):
 
 
 @pytest.mark.parametrize("index", range(len(PIP_INSTALLS)),
-                         ids=[name for name, _ in zip(INSTALLS, PIP_INSTALLS)]
+                         ids=[name for name, _ in zip(INSTALLS, PIP_INSTALLS, strict=False)]
                          + [" ".join(a) for a in PIP_INSTALLS[len(INSTALLS):]])
 def test_no_dlc_package_is_installed_upgraded_or_downgraded(dlc, tmp_path, index):
     installs = would_install(dockerfile_pip_installs()[index], tmp_path)

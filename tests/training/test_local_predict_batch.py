@@ -9,6 +9,7 @@ import sys
 import types
 
 import pytest
+
 from tests.paths import REPO
 
 # main() in a fresh process, which then says whether TensorFlow was loaded.

@@ -25,8 +25,8 @@ from maskrcnn_contract import hyperparameters, job_io, metrics
 from maskrcnn_contract import tracking as contract
 
 from maskrcnn_job.training import tracking
-from tests.training import mlflow_server
 from tests.paths import REPO
+from tests.training import mlflow_server
 
 IMAGE_PYTHON = os.path.join(REPO, ".venv-image", "bin", "python")
 
