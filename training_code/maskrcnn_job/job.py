@@ -114,6 +114,7 @@ def make_backend(hps: hyperparameters.Hyperparameters,
             # The toolkit writes it when the launch sets its MWMS flag; the same cluster here.
             tf_config = cluster_spec.multi_worker_mirrored(env.hosts, env.current_host)
         return tf_strategies.MultiWorkerMirroredBackend(tf_config)
+    assert tf_config is not None  # run() starts the host's tasks where there is none
     return tf_strategies.ParameterServerBackend(tf_config)
 
 
@@ -179,8 +180,9 @@ def lost_peers(text: str, tf_config: Optional[dict]) -> List[str]:
     for match in _UNHEALTHY.finditer(text):
         for task_type, index in re.findall(r"/job:(\w+)/replica:\d+/task:(\d+)", match.group(1)):
             try:
-                host = " on " + cluster_spec.address(tf_config, (task_type, int(index))) \
-                    .rsplit(":", 1)[0]
+                host = " on " + cluster_spec.address(
+                    tf_config,  # type: ignore[arg-type]  # None: the TypeError below
+                    (task_type, int(index))).rsplit(":", 1)[0]
             except (KeyError, IndexError, TypeError):
                 host = ""
             if f"{task_type} {index}{host}" not in names:
@@ -276,7 +278,9 @@ def run(env: sagemaker_env.JobEnvironment) -> None:
             from maskrcnn_job.distribution import tf_strategies
 
             quiet_tensorflow()
-            tf_strategies.serve(cluster_spec.current(), hps.threads_per_rank)
+            tf_config = cluster_spec.current()
+            assert tf_config is not None  # its task came from it
+            tf_strategies.serve(tf_config, hps.threads_per_rank)
             return
     watchdog = stall_watchdog(env, hps)
     watchdog.start(stall.START)

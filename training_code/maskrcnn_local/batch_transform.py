@@ -22,7 +22,7 @@ import io
 import json
 import os
 import types
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 from unittest import mock
 
 from maskrcnn_job.serving import export
@@ -33,7 +33,7 @@ OUT_SUFFIX = ".out"
 @dataclasses.dataclass
 class Served:
     handler: types.ModuleType   # <model dir>/code/inference.py, imported as the container does
-    saved_model: object         # <model dir>/1, loaded once
+    saved_model: Any            # <model dir>/1, loaded once
 
 
 @dataclasses.dataclass
@@ -49,13 +49,14 @@ def serve(model_dir: str) -> Served:
 
     spec = importlib.util.spec_from_file_location(
         "inference", os.path.join(model_dir, export.CODE_DIR, "inference.py"))
+    assert spec is not None and spec.loader is not None  # a .py file always has both
     handler = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(handler)
     return Served(handler, tf.saved_model.load(os.path.join(model_dir, "1")))
 
 
 def answer(served: Served, body: bytes, content_type: str, custom_attributes: str = "",
-           environment: Dict[str, str] = None) -> Tuple[str, str]:
+           environment: Optional[Dict[str, str]] = None) -> Tuple[str, str]:
     """One request through the container's path; (answer body, its content type). Raises what
     the handler raises."""
     import tensorflow as tf

@@ -34,7 +34,8 @@ def draw_instances(image: Image.Image, instances: Sequence[Dict], names: Dict[in
     MASK_OPACITY, then each box with '<name> <score>' above it."""
     scale = scale_for(image)
     width, height = image.size
-    canvas = image.convert("RGB").resize((width * scale, height * scale), Image.BICUBIC)
+    canvas = image.convert("RGB").resize((width * scale, height * scale),
+                                         Image.Resampling.BICUBIC)
     overlay = np.zeros((height * scale, width * scale, 4), np.uint8)
     for instance in instances:
         mask = instance.get("mask")

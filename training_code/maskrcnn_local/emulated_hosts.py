@@ -42,7 +42,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 NAMESPACE_PREFIX = "smhost-"
 SUBNET = "10.213.0"            # private to the namespaces: no route leaves them
@@ -394,8 +394,8 @@ class Cluster:
             self._ip("-n", namespace, "link", "set", "lo", "up")
         if self.forwarded_ports:
             self._ip("-n", switch, "addr", "add", f"{OUTSIDE}/24", "dev", "br0")
-            for port in self.forwarded_ports:
-                self._forwards.append(_PortForward(switch, port))
+            for forwarded in self.forwarded_ports:
+                self._forwards.append(_PortForward(switch, forwarded))
 
     # -- run ----------------------------------------------------------------------------------
 
@@ -502,7 +502,7 @@ def _listening_socket_in(namespace: str, address: str, port: int) -> socket.sock
     """A TCP socket listening at address:port in the network namespace `namespace`: a thread of
     its own joins the namespace (setns changes the calling thread only), binds, and ends; the
     socket stays in the namespace it was made in."""
-    made: Dict[str, object] = {}
+    made: Dict[str, Any] = {}
 
     def make() -> None:
         try:

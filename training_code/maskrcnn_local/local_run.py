@@ -427,7 +427,7 @@ def _startup_pattern(gpu: bool) -> re.Pattern:
     return re.compile(_SOURCE + "(?:" + "|".join(known) + ")")
 
 
-def startup_line(line: str, gpu: bool = None) -> bool:
+def startup_line(line: str, gpu: bool | None = None) -> bool:
     """Whether `line` is one of STARTUP_LINES, whole; "no CUDA driver" only where there is no GPU
     device (`gpu`, by default whether this machine has one): with one, it is news."""
     return _startup_pattern(gpu_device() if gpu is None else gpu).fullmatch(
@@ -603,7 +603,7 @@ def main(argv=None) -> int:
     job.ignore_library_notices()
     started = time.time()
     work_dir = os.path.abspath(args.work_dir)
-    final = {}
+    final: dict = {}
     run = run_one_host if args.hosts == 1 else run_emulated_hosts
     status, failures, model_dir = run(args, work_dir, final)
     if time.time() - started >= args.timeout:

@@ -221,6 +221,7 @@ def predict(model: str, images: Sequence[str], out_dir: str, annotations: Option
             if index < compare:
                 truth = ground_truth_instances(coco, image_id)
                 # Named by the annotation file's own categories (its ids may be the model's).
+                assert coco is not None  # --compare needs --annotations
                 truth_names = {int(c["id"]): c["name"] for c in coco.dataset["categories"]}
                 pairs.append((drawing.draw_instances(image, truth, truth_names,
                                                      title=f"ground truth ({len(truth)})"), drawn))

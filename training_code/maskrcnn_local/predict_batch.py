@@ -97,6 +97,7 @@ def run(model_dir: str, folder: str, out_dir: str,
 
     served = batch_transform.serve(model_dir)
     environment = {endpoint_handler.SCORE_THRESHOLD_ENV: repr(float(score_threshold))}
+    images: List[Dict]
     images, results, failed = [], [], []
     for number, name in enumerate(names, 1):
         with open(os.path.join(folder, name), "rb") as f:

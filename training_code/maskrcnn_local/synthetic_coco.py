@@ -95,6 +95,7 @@ def _make_easy_image(rng: np.random.Generator, size: int, max_shapes: int):
     pixels = np.clip(background + noise, 0, 255).astype(np.uint8)
     image = Image.fromarray(pixels)
     draw = ImageDraw.Draw(image)
+    boxes: List[Tuple[float, float, float, float]]
     shapes, boxes = [], []
     for _ in range(int(rng.integers(1, max_shapes + 1))):
         for _attempt in range(20):
@@ -162,7 +163,7 @@ def _lowres_field(rng: np.random.Generator, height: int, width: int, cells: int,
     """Smooth noise in [-1, 1]-ish: a cells x cells grid upsampled bilinearly."""
     grid = rng.normal(0, 1, size=(channels, cells, cells)).astype(np.float32)
     return np.stack([np.asarray(Image.fromarray(g).resize((width, height),
-                                                                    Image.BILINEAR))
+                                                                    Image.Resampling.BILINEAR))
                      for g in grid], axis=-1)
 
 
@@ -274,6 +275,7 @@ class _Scene:
                 return color
             if distance > best_distance:
                 best, best_distance = color, distance
+        assert best is not None  # any distance is above -1: the first colour at least
         return best
 
     def _radius(self) -> float:
@@ -324,6 +326,8 @@ class _Scene:
         for _ in range(self.s.attempts):
             category = int(self.rng.integers(1, len(CATEGORIES) + 1))
             count = int(self.rng.integers(self.s.crowd_members[0], self.s.crowd_members[1] + 1))
+            centers: List[Tuple[float, float]]
+            radii: List[float]
             centers, radii = [], []
             cx, cy = self.rng.uniform(0.15 * self.size, 0.85 * self.size, size=2)
             for index in range(count):
@@ -412,6 +416,7 @@ def _write_split(out_dir: str, split: str, count: int, first_id: int, size: int,
                  settings: HardSettings) -> Dict:
     image_dir = os.path.join(out_dir, f"{split}2017")
     os.makedirs(image_dir, exist_ok=True)
+    annotations: List[Dict]
     images, annotations = [], []
     for index in range(count):
         image_id = first_id + index

@@ -111,7 +111,7 @@ def renumbered(dataset: Dict, ids: Dict[int, int], crowd_as_instances: bool = Fa
     the channel's val annotations: COCOeval then compares with the records' labels. Annotations
     are numbered 1..N, each keeping the export's id as `source_id` (an id of 0 would count as
     "matched nothing" in COCOeval); boxes without a mask are left out or filled as the records."""
-    annotations = []
+    annotations: List[Dict] = []
     for ann in dataset.get("annotations") or []:
         if _box_only(ann):
             if boxes_without_mask != BOX_AS_MASK:
@@ -620,7 +620,7 @@ def notes(categories: List[Dict], results: Dict[str, SplitResult],
           crowd_as_instances: bool) -> List[str]:
     """What the user should know of the converted dataset (dataset_info.json's `notes`)."""
     found = []
-    counted = collections.Counter()
+    counted: collections.Counter = collections.Counter()
     for result in results.values():
         counted.update(result.per_category)
     empty = [f"{c['name']} (id {c['id']})" for c in sorted(categories, key=lambda c: c["id"])

@@ -29,17 +29,25 @@ OnStep = Optional[Callable[[int], None]]  # step_runner's progress callback: ste
 class Backend(Protocol):
     """What a distribution backend gives the trainer; each method's docstring says what for."""
 
-    # Who this process is (steps 1, 2, 6).
-    rank: int            # this process's index in the job (a strategy's worker index)
-    size: int            # replicas whose images make one update (step 3 scales by it)
-    local_rank: int      # index on this host
-    is_chief: bool       # restores, logs, keeps the checkpoints, exports the model (step 6)
-    num_gpus: int        # GPUs this process uses
-    sync_batch_norm_layer: type  # the tf_keras batch norm over the global batch
-    checkpoint_options: Any      # tf.train.CheckpointOptions for save and restore, or None
+    # Who this process is (steps 1, 2, 6). Read-only: the backends make several properties.
+    @property
+    def rank(self) -> int: ...  # this process's index in the job (a strategy's worker index)
+    @property
+    def size(self) -> int: ...  # replicas whose images make one update (step 3 scales by it)
+    @property
+    def local_rank(self) -> int: ...  # index on this host
+    @property
+    def is_chief(self) -> bool: ...  # restores, logs, keeps the checkpoints, exports (step 6)
+    @property
+    def num_gpus(self) -> int: ...  # GPUs this process uses
+    @property
+    def sync_batch_norm_layer(self) -> type: ...  # the tf_keras batch norm over the global batch
+    @property
+    def checkpoint_options(self) -> Any: ...  # tf.train.CheckpointOptions for both, or None
     # Steps whose first run builds the step's graph where it runs: 1, or one per PS worker (the
     # trainer runs that many first, in the stall watchdog's slow phase `first step`).
-    first_steps: int
+    @property
+    def first_steps(self) -> int: ...
 
     def scope(self) -> ContextManager:
         """Where the model and optimizer are created (a strategy's scope; nothing for Horovod)."""

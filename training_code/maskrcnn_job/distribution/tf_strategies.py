@@ -69,7 +69,7 @@ def _plain_copy(model, build: Callable) -> Callable[[], Any]:
     batches), under PS every read of every batch would cross the network. Built on first use, so
     that a run which ends before evaluating (a failure, a resume past its last step) never pays
     for a second model."""
-    built = {}
+    built: Dict[str, Any] = {}
 
     def current():
         if not built:
@@ -98,6 +98,7 @@ class _StrategyBackend:
     variables created in the strategy's scope, the tf_keras synchronized batch norm, gradients
     as each replica's share, and inference on a plain copy of the model."""
 
+    strategy: tf.distribute.Strategy  # each backend's, made by its constructor
     size = property(lambda self: self.strategy.num_replicas_in_sync)
     local_rank = property(lambda self: 0)
     first_steps = 1  # every replica steps at once
@@ -324,7 +325,9 @@ class ParameterServerBackend(_StrategyBackend):
 def serve(tf_config: dict, threads: int = 0) -> None:
     """A PS or worker task: a bare TensorFlow server until the process is stopped. The PS keeps
     to the CPU (a GPU shared with the host's worker would be unsafe and is not needed)."""
-    task_type, index = cluster_spec.task_of(tf_config)
+    task = cluster_spec.task_of(tf_config)
+    assert task is not None  # a PS or worker task has its TF_CONFIG
+    task_type, index = task
     if task_type == "ps":
         tf.config.set_visible_devices([], "GPU")
     else:

@@ -29,7 +29,7 @@ import os
 import re
 import shutil
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from pycocotools import mask as mask_api
@@ -111,7 +111,7 @@ def per_class_ap(coco_eval) -> List[Dict]:
     t50, t75 = _iou_index(params, 0.5), _iou_index(params, 0.75)
     rows = []
     for k, category_id in enumerate(params.catIds):
-        row = {"id": int(category_id)}
+        row: Dict[str, Any] = {"id": int(category_id)}
         for area, stat in AREAS.items():
             row[stat] = _value(precision[:, :, k, areas.index(area), m])
         everything = precision[:, :, k, areas.index("all"), m]
@@ -122,10 +122,10 @@ def per_class_ap(coco_eval) -> List[Dict]:
     return rows
 
 
-def _curves(coco_eval, k: int) -> Dict[str, Dict]:
+def _curves(coco_eval, k: int) -> Dict[str, Optional[Dict]]:
     params = coco_eval.params
     m, a = _max_dets_index(params), list(params.areaRngLbl).index("all")
-    curves = {}
+    curves: Dict[str, Optional[Dict]] = {}
     for iou in PR_IOUS:
         t = _iou_index(params, iou)
         precision = coco_eval.eval["precision"][t, :, k, a, m]
@@ -211,7 +211,8 @@ def _images(coco_eval, iou_type: str) -> List[_Image]:
     image_ids = [int(i) for i in coco_eval.params.imgIds]
     category_ids = {int(c) for c in coco_eval.params.catIds}
     wanted = set(image_ids)
-    gts, dts = {i: [] for i in image_ids}, {i: [] for i in image_ids}
+    gts: Dict[int, List[Dict]] = {i: [] for i in image_ids}
+    dts: Dict[int, List[Dict]] = {i: [] for i in image_ids}
     for annotations, into in ((coco_eval.cocoGt.dataset["annotations"], gts),
                               (coco_eval.cocoDt.dataset["annotations"], dts)):
         for ann in annotations:
@@ -232,8 +233,8 @@ def best_f1(scores: np.ndarray, true_positive: np.ndarray, ignored: np.ndarray,
     fp = (~true_positive & ~ignored)[order]
     tp_sum, fp_sum = np.cumsum(tp), np.cumsum(fp)
     # A threshold keeps every detection scoring at least it: only the last of equal scores.
-    ends = np.flatnonzero(np.append(scores[1:] != scores[:-1], True)) if scores.size else []
-    best = {"score_threshold": None, "f1": 0.0, "precision": 0.0, "recall": 0.0,
+    ends: Any = np.flatnonzero(np.append(scores[1:] != scores[:-1], True)) if scores.size else []
+    best: Dict[str, Any] = {"score_threshold": None, "f1": 0.0, "precision": 0.0, "recall": 0.0,
             "true_positives": 0, "false_positives": 0, "ground_truth": int(ground_truth)}
     if not ground_truth:
         return dict(best, f1=None, precision=None, recall=None)
@@ -250,7 +251,8 @@ def best_f1(scores: np.ndarray, true_positive: np.ndarray, ignored: np.ndarray,
 def thresholds(images: List[_Image], category_ids: Sequence[int]) -> Dict:
     """{"per_class": {id: best_f1}, "all_classes": best_f1}: COCO's matching per class at IoU
     0.5, area all, 100 detections an image."""
-    collected = {c: ([], [], [], 0) for c in category_ids}
+    collected: Dict[int, Tuple[List[np.ndarray], List[np.ndarray], List[np.ndarray], int]] = {
+        c: ([], [], [], 0) for c in category_ids}
     for image in images:
         for c in category_ids:
             dt_index, gt_of, on_crowd = image.matched(np.flatnonzero(image.dt_class == c),
@@ -262,11 +264,12 @@ def thresholds(images: List[_Image], category_ids: Sequence[int]) -> Dict:
             ignored.append(on_crowd)
             count += int(np.count_nonzero((image.gt_class == c) & ~image.gt_crowd))
             collected[c] = (scores, tps, ignored, count)
+    pooled: Tuple[Any, ...]
     per_class, pooled = {}, ([], [], [], 0)
     for c, (scores, tps, ignored, count) in collected.items():
         arrays = [np.concatenate(x) if x else np.zeros(0) for x in (scores, tps, ignored)]
         arrays[1], arrays[2] = arrays[1].astype(bool), arrays[2].astype(bool)
-        per_class[c] = best_f1(*arrays, count)
+        per_class[c] = best_f1(arrays[0], arrays[1], arrays[2], count)
         pooled = tuple(p + [a] for p, a in zip(pooled[:3], arrays)) + (pooled[3] + count,)
     arrays = [np.concatenate(x) if x else np.zeros(0) for x in pooled[:3]]
     return {"per_class": per_class,
@@ -299,7 +302,7 @@ def confusion(images: List[_Image], category_ids: Sequence[int], names: Dict[int
             if int(g) not in found:
                 matrix[index[int(image.gt_class[g])], -1] += 1
     labels = [names[c] for c in category_ids] + [BACKGROUND]
-    confusions = []
+    confusions: List[Dict[str, Any]] = []
     for i in range(size - 1):
         row_total = int(matrix[i].sum())
         for j in range(size - 1):
@@ -350,7 +353,7 @@ def task_report(coco_eval, iou_type: str, names: Dict[int, str],
     }
 
 
-def build(evaluations: Dict[str, object], names: Dict[int, str], step: Optional[int] = None,
+def build(evaluations: Dict[str, Any], names: Dict[int, str], step: Optional[int] = None,
           evaluator: str = "", timing: Optional[Dict] = None,
           confusion_score: float = DEFAULT_CONFUSION_SCORE,
           source_ids: Optional[Dict[int, int]] = None) -> Dict:

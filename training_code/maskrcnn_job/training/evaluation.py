@@ -20,7 +20,7 @@ import os
 import shutil
 import time
 import traceback
-from typing import Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -168,7 +168,7 @@ class Evaluator:
         self._source_ids = source_ids
         self._report_root = report_root
         self.last_report: Optional[Dict] = None  # {"report": dict, "files": {kind: path}}
-        self._model = None  # evaluate()'s; one model object per run (the traced step keeps it)
+        self._model: Any = None  # evaluate()'s; one model object per run (the traced step keeps it)
         self._data_config = data_config
         self._backend = backend
         self._annotation_file = annotation_file
@@ -178,7 +178,7 @@ class Evaluator:
             per_pipeline_batch = context.get_per_replica_batch_size(data_config.global_batch_size)
             self._max_batches = math.ceil(
                 max_images / (per_pipeline_batch * context.num_input_pipelines))
-        self._coco_gt = None
+        self._coco_gt: Any = None
         self._predict = tf.function(self._predict_batch)
         self._losses = tf.function(self._loss_batch)
 
@@ -313,6 +313,7 @@ class Evaluator:
             if validation_losses is not None:
                 report["validation_losses"] = {name[len("eval/"):]: round(value, 6)
                                                for name, value in validation_losses.items()}
+            assert self._report_root is not None  # evaluate() writes reports only then
             files = evaluation_report.write(report, report_dir(self._report_root, step))
         except Exception as error:  # noqa: BLE001  (the report is secondary: the model is not)
             log.warning("%s", report_failure(step, error))

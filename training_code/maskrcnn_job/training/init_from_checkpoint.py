@@ -16,7 +16,7 @@ import glob
 import json
 import logging
 import os
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from maskrcnn_contract import hyperparameters, job_io
 from maskrcnn_contract.hyperparameters import Hyperparameters
@@ -92,7 +92,7 @@ def reinitialize_class_specific(info: dict, categories: List[dict]) -> bool:
     return not hyperparameters.same_classes(info, categories)
 
 
-def checkpoint_keys(root, prefix: str) -> Dict[str, object]:
+def checkpoint_keys(root, prefix: str) -> Dict[str, Any]:
     """{checkpoint key: live variable} of `root` (a tf.train.Checkpoint), walking the checkpoint's
     object graph beside the live objects' children (tf.train.TrackableView)."""
     import tensorflow as tf
@@ -147,17 +147,17 @@ def restore(model, checkpoint: str, reinitialize_class_specific: bool) -> dict:
     owner = {}
     for layer in class_specific_layers(model) if reinitialize_class_specific else []:
         owner.update({variable.ref(): layer.name for variable in layer.weights})
-    restored, reinitialized, layers = [], [], set()
+    restored, reinitialized, layer_names = [], [], set()
     for key, variable in sorted(keys.items()):
         if variable.ref() in owner or list(shapes[key]) != variable.shape.as_list():
             reinitialized.append(key)
-            layers.add(owner.get(variable.ref(), key.split("/.ATTRIBUTES")[0]))
+            layer_names.add(owner.get(variable.ref(), key.split("/.ATTRIBUTES")[0]))
             continue
         variable.assign(reader.get_tensor(key))
         restored.append(key)
     found = {v.ref() for v in keys.values()}
     missing = [v.name for v in model.variables if v.ref() not in found]
-    layers = sorted(layers)
+    layers = sorted(layer_names)
     log.info("fine-tuning from %s: restored %d variable(s); re-initialized %d in %d layer(s)%s%s",
              checkpoint, len(restored), len(reinitialized), len(layers),
              f" ({', '.join(layers)})" if layers else "",

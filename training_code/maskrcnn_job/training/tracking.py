@@ -98,8 +98,8 @@ class Tracker:
                         f"{type(error).__name__}: {cause}"))
         self._client = None
 
-    def log_batch(self, params: Mapping[str, str] = None, metrics: Iterable = (),
-                  tags: Mapping[str, str] = None, doing: str = "logging") -> None:
+    def log_batch(self, params: Optional[Mapping[str, str]] = None, metrics: Iterable = (),
+                  tags: Optional[Mapping[str, str]] = None, doing: str = "logging") -> None:
         """Params, metrics (mlflow.entities.Metric) and tags in as many LogBatch calls as MLflow's
         limits need."""
         if not self.active:

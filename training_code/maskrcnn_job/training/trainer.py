@@ -21,7 +21,7 @@ import os
 import re
 import shutil
 import time
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -164,7 +164,8 @@ class Trainer:
         self.stop_reason: Optional[str] = None  # set when early stopping ends the run
         self.summary_writer = (tf.summary.create_file_writer(
             paths.tensorboard_dir) if backend.is_chief else None)
-        self._run_steps = None  # set by start(): the backend's step runner over the training set
+        # Set by start(): the backend's step runner over the training set.
+        self._run_steps: Optional[Callable[..., List[Dict]]] = None
         self._checkpoint_step: Optional[int] = None  # set by start()
 
     @property
@@ -426,6 +427,7 @@ class Trainer:
         """`count` steps; the losses of each (this rank's, or the worker's that ran it). Each
         finished step is the watchdog's progress."""
         first = self.step
+        assert self._run_steps is not None  # start() ran
         try:
             return self._run_steps(count, lambda done: self.watchdog.progress(first + done))
         except tf.errors.DataLossError as error:
@@ -520,8 +522,8 @@ class Trainer:
         best_step = self.best.step if self.backend.is_chief else None
         best_step = self.backend.gather_objects(best_step)[0]
         if self.backend.is_chief:
-            last_value = (last or {}).get(self.best.metric)
-            last_value = "n/a" if last_value is None else f"{last_value:.4f}"
+            last_objective = (last or {}).get(self.best.metric)
+            last_value = "n/a" if last_objective is None else f"{last_objective:.4f}"
             if best_step is None:
                 log.warning("no evaluation gave %s (objective_metric): exporting the last "
                             "weights, step %d", self.best.metric, self.step)

@@ -79,7 +79,8 @@ class Watchdog:
         self._check_every_s = check_every_s or min(
             [MAX_CHECK_SECONDS] + [b / 10 for b in (step_budget_s, slow_budget_s) if b > 0])
         self._lock = threading.Lock()
-        self._phase, self._since, self._step = START, clock(), None
+        self._phase, self._since = START, clock()
+        self._step: Optional[int] = None
         self._longest = 0.0  # the current phase's longest time without progress so far
         self._stopped = threading.Event()
         self._thread: Optional[threading.Thread] = None
