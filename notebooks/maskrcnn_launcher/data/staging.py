@@ -66,7 +66,9 @@ def stage_dataset(boto_session, deployment: Deployment, dataset: str = job_io.DE
     dataset_missing = not inputs.dataset_staged(s3, deployment, dataset)
     if dataset_missing and dataset != job_io.DEFAULT_DATASET \
             and not inputs.import_uploaded(s3, deployment, dataset):
-        raise LaunchRequestError(inputs.missing_dataset(s3, deployment, dataset).problem)
+        unstaged = inputs.missing_dataset(s3, deployment, dataset)
+        assert unstaged is not None  # not staged, as dataset_staged said
+        raise LaunchRequestError(unstaged.problem)
     # The backbone step only when it has something to do: a job that downloads nothing also
     # runs in a deployment without internet egress.
     options["stage_backbone"] = backbone and any(

@@ -8,7 +8,7 @@ path to `~/.maskrcnn/ssm-path`.
 import dataclasses
 import os
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from maskrcnn_contract import job_io, ssm, tracking
 
@@ -148,7 +148,7 @@ def from_parameters(ssm_path: str, values: Dict[str, str]) -> Deployment:
         raise SettingsError(
             f"SSM parameters missing under {ssm_path}/: {', '.join(missing)}. Is the training "
             f"stack of this deployment deployed, and is {ssm_path} its path?")
-    fields = {"ssm_path": ssm_path}
+    fields: Dict[str, Any] = {"ssm_path": ssm_path}
     for name in ssm.ALL:
         if name not in values:
             continue

@@ -145,6 +145,7 @@ def collect(deployment: Deployment, name: str, boto_session, folder: str,
     answered = _answered(s3, output_path)
     _, input_prefix = s3_objects.split_s3_uri(input_uri)
     out_bucket, _ = s3_objects.split_s3_uri(output_path)
+    images: List[Dict]
     images, results, failed = [], [], []
     started = time.time()
     for number, key in enumerate(keys, 1):

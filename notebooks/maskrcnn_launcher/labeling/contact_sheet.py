@@ -61,7 +61,7 @@ def thumbnail(image_bytes: bytes, image: Dict, detections: List[Dict], names: Di
     predictions were made on (its masks would not lie on it)."""
     from PIL import Image, ImageDraw
 
-    picture = Image.open(io.BytesIO(image_bytes))
+    picture: Image.Image = Image.open(io.BytesIO(image_bytes))
     width, height = image["width"], image["height"]
     if picture.size != (width, height):
         raise ValueError(f"{image['file_name']}: the image read is {picture.size[0]} x "
@@ -70,12 +70,13 @@ def thumbnail(image_bytes: bytes, image: Dict, detections: List[Dict], names: Di
     scale = TILE / max(width, height)
     size = (max(1, round(width * scale)), max(1, round(height * scale)))
     picture.draft("RGB", size)  # a JPEG decodes at the nearest scale above: far less work
-    picture = picture.convert("RGB").resize(size, Image.BILINEAR).convert("RGBA")
+    picture = picture.convert("RGB").resize(size, Image.Resampling.BILINEAR).convert("RGBA")
     overlay = Image.new("RGBA", size, (0, 0, 0, 0))
     opacity = int(255 * MASK_OPACITY)
     for d in detections:
         if d.get("segmentation"):
-            mask = Image.fromarray(decoded(d["segmentation"]) * 255).resize(size, Image.BILINEAR)
+            mask = Image.fromarray(decoded(d["segmentation"]) * 255).resize(
+                size, Image.Resampling.BILINEAR)
             layer = Image.new("RGBA", size, colour(d["category_id"]) + (0,))
             layer.putalpha(mask.point(lambda v: opacity if v >= 128 else 0))
             # Composited, not pasted with itself as the mask: a paste would scale the colour

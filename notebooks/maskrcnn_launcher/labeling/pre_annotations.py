@@ -32,7 +32,7 @@ import os
 import posixpath
 import urllib.parse
 import xml.etree.ElementTree as ElementTree
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from maskrcnn_launcher.labeling import polygons
 from maskrcnn_launcher.labeling.predictions import Predictions, decoded
@@ -143,10 +143,12 @@ def build(predictions: Predictions, local_files_root: Optional[str] = None) -> P
     if problems:
         raise PreAnnotationError("cannot write pre-annotations:\n  " + "\n  ".join(problems))
     names = predictions.category_names()
+    annotations: List[Dict]
     tasks, annotations, skipped = [], [], []
     found = predictions.by_image()
     for image in predictions.images:
         height, width = image["height"], image["width"]
+        regions: List[Dict]
         regions, scores = [], []
         for result in found[image["id"]]:
             name = names[result["category_id"]]
@@ -222,6 +224,7 @@ def _region(region_id: str, shape: List[float], name: str, score: float, height:
 def _image_url(source: str, file_name: str, local_files_root: Optional[str]) -> str:
     if source.startswith("s3://"):
         return source + file_name
+    assert local_files_root is not None  # _problems refuses a local source without it
     path = os.path.relpath(os.path.join(os.path.abspath(source), file_name),
                            os.path.abspath(local_files_root))
     return LOCAL_FILES_URL + urllib.parse.quote(path.replace(os.sep, "/"))
@@ -240,7 +243,7 @@ def _problems(predictions: Predictions, local_files_root: Optional[str]) -> List
     if not isinstance(predictions.model, str) or not predictions.model:
         problems.append(f"model {predictions.model!r}: Label Studio's model_version needs a name")
     problems += _source_problems(predictions.source, local_files_root)
-    categories = {}
+    categories: Dict[Any, Any] = {}
     category_names = set()
     for category in predictions.categories:
         category_id, name = category.get("id"), category.get("name")
@@ -251,7 +254,9 @@ def _problems(predictions: Predictions, local_files_root: Optional[str]) -> List
                             "tools match labels by name)")
         categories[category_id] = name
         category_names.add(name)
+    item_ids: Dict[str, str]
     images, item_ids = {}, {}
+    image: Optional[Dict]
     for image in predictions.images:
         image_id, file_name = image.get("id"), image.get("file_name")
         if not _is_int(image_id) or image_id in images:

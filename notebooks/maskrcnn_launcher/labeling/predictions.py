@@ -46,7 +46,7 @@ class Predictions:
 
     def by_image(self) -> Dict[int, List[Dict]]:
         """{image id: its detections, highest score first}, every image present."""
-        found = {image["id"]: [] for image in self.images}
+        found: Dict[int, List[Dict]] = {image["id"]: [] for image in self.images}
         for result in self.results:
             found[result["image_id"]].append(result)
         for detections in found.values():

@@ -74,6 +74,7 @@ def compare(deployment: Deployment, job_names: Sequence[str], boto_session) -> C
         if lookup.is_staging_job(deployment, name, job):
             raise _refuse(f"training job {name!r} is a dataset staging job: it trains no model")
         jobs[name] = job
+    reports: Dict[str, Optional[Dict]]
     curves, reports, notes = {}, {}, []
     for name, job in jobs.items():
         location = tensorboard_location(job)

@@ -66,6 +66,7 @@ def _extract(body, directory: str) -> None:
             if base is None:
                 continue
             source = archive.extractfile(member)
+            assert source is not None  # _report_member takes files only
             with open(os.path.join(directory, base), "wb") as f:
                 shutil.copyfileobj(source, f)
             if base == contract.REPORT_FILE:

@@ -115,8 +115,8 @@ def read(paths: Iterable) -> Scalars:
             except Exception as error:  # noqa: BLE001 - protobuf's DecodeError, named below
                 raise EventFileError(f"{path}: the record at byte {offset} is not an Event "
                                      f"({error})") from None
-            found = [(v.tag, _scalar(v, plugins)) for v in event.summary.value]
-            found = [(tag, x) for tag, x in found if x is not None]
+            scalars = [(v.tag, _scalar(v, plugins)) for v in event.summary.value]
+            found = [(tag, x) for tag, x in scalars if x is not None]
             if found and masked_crc32c(data) != data_crc:
                 raise EventFileError(f"{path}: the record at byte {offset} fails its CRC-32C "
                                      "check: corrupt")

@@ -53,8 +53,9 @@ def is_missing(error: ClientError) -> bool:
 def is_staging_job(deployment: Deployment, name: str, job: Optional[dict] = None) -> bool:
     if name.startswith(f"{deployment.job_name_prefix}-stage-"):  # jobs.staging_job_name
         return True
-    return bool(job) and (job.get("Environment") or {}).get(job_io.PROGRAM_ENV) == \
-        job_io.STAGING_PROGRAM
+    if not job:
+        return False
+    return (job.get("Environment") or {}).get(job_io.PROGRAM_ENV) == job_io.STAGING_PROGRAM
 
 
 def latest_completed_job(sagemaker_client, deployment: Deployment) -> Optional[str]:

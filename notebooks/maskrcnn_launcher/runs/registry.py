@@ -219,7 +219,7 @@ def describe_version(sagemaker_client, deployment: Deployment, arn: str,
         raise
 
 
-def _read_report(s3_client, metrics: dict):
+def _read_report(s3_client, metrics: Optional[dict]):
     """(report, problem) of the ModelQuality statistics a version cites, its digest checked."""
     statistics = ((metrics or {}).get("ModelQuality") or {}).get("Statistics") or {}
     uri = statistics.get("S3Uri")

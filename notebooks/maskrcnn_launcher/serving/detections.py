@@ -33,7 +33,7 @@ def _mask_image(mask: Sequence[Sequence[float]], size):
     small.putdata([max(0, min(255, int(round(p * 255)))) for row in mask for p in row])
     alpha = int(255 * MASK_OPACITY)
     cut = int(255 * MASK_THRESHOLD)
-    return small.resize(size, Image.BILINEAR).point(lambda v: alpha if v >= cut else 0)
+    return small.resize(size, Image.Resampling.BILINEAR).point(lambda v: alpha if v >= cut else 0)
 
 
 def draw(image_bytes: bytes, answer: Dict, names: Optional[Dict[int, str]] = None,
@@ -88,7 +88,7 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
-def latency_report(seconds: Sequence[float]) -> Dict[str, float]:
+def latency_report(seconds: Sequence[float]) -> Dict[str, Optional[float]]:
     """p50 and p90 in milliseconds, and the target invocations per instance per minute that
     keeps one instance about half busy at the median latency (DeployOptions.target_invocations)."""
     p50 = percentile(seconds, 50)

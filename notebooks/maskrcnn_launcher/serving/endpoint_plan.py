@@ -17,7 +17,7 @@ SageMaker SDK needed to serve.
 import dataclasses
 import datetime
 import re
-from typing import Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from botocore.exceptions import ClientError
 
@@ -253,6 +253,7 @@ def plan(deployment: Deployment, options: DeployOptions, boto_session) -> Plan:
                         f"({options.model_package}): serve one or the other")
     if problems:
         raise DeployRequestError("; ".join(problems))
+    assert image is not None  # inference_image either gave one or added a problem
     if options.model_package:
         package = approved_package(deployment, options.model_package, options.instance_type,
                                    sagemaker)
@@ -271,7 +272,7 @@ def plan(deployment: Deployment, options: DeployOptions, boto_session) -> Plan:
         container = {"Image": image, "ModelDataUrl": model_data_url}
 
     create_model = model_request(deployment, name, container)
-    create_endpoint_config = {
+    create_endpoint_config: Dict[str, Any] = {
         "EndpointConfigName": name,
         "ProductionVariants": [{
             "VariantName": VARIANT, "ModelName": name, "InstanceType": options.instance_type,

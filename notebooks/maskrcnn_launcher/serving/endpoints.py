@@ -13,7 +13,7 @@ exists and how to delete it: never a silent half state. Boto3 only.
 
 import datetime
 import time
-from typing import Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from botocore.exceptions import ClientError
 
@@ -84,9 +84,10 @@ def deploy(p: Plan, boto_session, echo: Callable[[str], None] = print,
         ("endpoint", p.name, lambda: sagemaker.create_endpoint(**p.create_endpoint)),
         (None, None, lambda: wait_for_endpoint(sagemaker, p.name, timeout_s, poll, echo)),
     ]
-    if p.put_metric_alarm:
-        steps.append(("idle alarm", p.put_metric_alarm["AlarmName"], lambda: boto_session.client(
-            "cloudwatch").put_metric_alarm(**p.put_metric_alarm)))
+    alarm = p.put_metric_alarm
+    if alarm:
+        steps.append(("idle alarm", alarm["AlarmName"], lambda: boto_session.client(
+            "cloudwatch").put_metric_alarm(**alarm)))
     steps += [
         ("scalable target", p.name, lambda: scaling.register_scalable_target(
             **p.register_scalable_target)),
@@ -250,7 +251,7 @@ def _instances(sagemaker_client, name: str) -> Tuple[Optional[str], Optional[int
         raise
     variants = {v["VariantName"]: v for v in config.get("ProductionVariants", [])}
     current = {v["VariantName"]: v for v in endpoint.get("ProductionVariants", [])}
-    variant = variants.get(VARIANT) or next(iter(variants.values()), {})
+    variant: Dict[str, Any] = variants.get(VARIANT) or next(iter(variants.values()), {})
     count = current.get(variant.get("VariantName"), {}).get("CurrentInstanceCount")
     return variant.get("InstanceType"), count
 

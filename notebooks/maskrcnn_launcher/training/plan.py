@@ -171,6 +171,7 @@ def _channel(deployment: Deployment, data_source: str, name: str, s3_uri: str,
                 f"data source 'fsx': this deployment has no FSx file system (no "
                 f"{deployment.ssm_path}/fsx-id parameter); deploy with maskrcnn:fsx_enabled=true "
                 "or use data source s3 or efs")
+        assert fsx_path is not None  # the deployment has FSx: its paths are set
         return Channel(name, fsx_path, "FSxLustre", deployment.fsx_id)
     raise LaunchRequestError(
         f"data source {data_source!r} is not one of {', '.join(DATA_SOURCES)}")

@@ -106,7 +106,7 @@ def parse_range(text: str) -> Range:
     parts = spec.split(":")
     if len(parts) not in (2, 3):
         raise LaunchRequestError(f"range {text!r} (--range): expected NAME=MIN:MAX[:SCALING]")
-    return Range(name, parts[0], parts[1], *(parts[2:] or [AUTO]))
+    return Range(name, parts[0], parts[1], parts[2] if len(parts) == 3 else AUTO)
 
 
 @dataclasses.dataclass
@@ -189,6 +189,7 @@ def _range_problems(item: Range, static: Mapping[str, object], run_checks: Calla
                     "\"Define Hyperparameter Ranges\"); use Linear, or a minimum above 0"]
         if item.scaling == REVERSE_LOGARITHMIC and (kind == INTEGER or low < 0 or high >= 1):
             return [f"{where}: a ReverseLogarithmic scale takes continuous values in [0, 1) only"]
+        assert item.min_value is not None and item.max_value is not None  # numbers, above
         ends = [item.min_value, item.max_value]
     problems = []
     for end in ends:
@@ -345,6 +346,7 @@ def tuning_job(deployment: Deployment, launch: LaunchOptions, tuning: TuningOpti
     figure_launch = dataclasses.replace(
         launch, hyperparameters={**static, "objective_metric": tuning.objective})
     built = jobs.training_job(deployment, figure_launch, boto_session, echo=lambda line: None)
+    assert built.plan is not None  # a training launch has its plan
     name = built.plan.base_job_name
     problems = tuning_name_problems(name, deployment)
     info = inputs.dataset_info(boto_session.client("s3"), deployment, launch.dataset)
