@@ -130,7 +130,7 @@ def measure(name: str, dataset: dict, detections: list, repeats: int) -> dict:
     by = {e: evaluate(dataset, detections, e, repeats)
           for e in (coco_evaluation.PYCOCOTOOLS, coco_evaluation.FASTER_COCO_EVAL)}
     reference, faster = by[coco_evaluation.PYCOCOTOOLS], by[coco_evaluation.FASTER_COCO_EVAL]
-    case = {"name": name, "images": len(dataset["images"]), "detections": len(detections),
+    case: dict = {"name": name, "images": len(dataset["images"]), "detections": len(detections),
             "pycocotools": reference, "faster_coco_eval": faster,
             "seconds": {e: round(sum(by[e][t]["seconds"] for t in TASKS), 4) for e in by}}
     case.update(compare(reference, faster))

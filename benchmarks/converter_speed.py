@@ -86,7 +86,7 @@ def main(argv=None) -> None:
             sys.executable, "-m", "maskrcnn_job.data.coco_to_tfrecord", coco, outputs["ours"],
             "--splits", "train", "--workers", str(args.workers)],
     }
-    runs = {name: [] for name in commands}
+    runs: dict = {name: [] for name in commands}
     for _ in range(args.repeats):
         for name, command in commands.items():
             shutil.rmtree(outputs[name], ignore_errors=True)

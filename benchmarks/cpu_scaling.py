@@ -65,7 +65,7 @@ AP_HPS = ["eval_every_epochs=0", "checkpoint_every_steps=1000000", "base_learnin
 
 
 def _local_run(args, name: str, distribution: str, hosts: int, extra: list, env: dict,
-               timeout: int) -> str:
+               timeout: int) -> tuple[str, dict]:
     """One local_run: (its output, also kept in <work-dir>/logs/<name>.txt; what its processes
     used). `env` goes to the processes on one host or emulated ones."""
     command = [sys.executable, "-m", "maskrcnn_local.local_run", "--work-dir", args.work_dir,

@@ -42,7 +42,7 @@ def _evaluations(tensorboard_dir: str) -> list:
     """[{"step": N, "eval/segm_AP": ..., ...}] from the chief's summaries, by step."""
     import tensorflow as tf
 
-    by_step = {}
+    by_step: dict = {}
     for path in sorted(glob.glob(os.path.join(tensorboard_dir, "events.out.tfevents.*"))):
         for event in tf.compat.v1.train.summary_iterator(path):
             for value in event.summary.value:

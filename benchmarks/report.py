@@ -135,7 +135,7 @@ def write_evaluation_example(path: str, record: dict) -> None:
 
 
 def _strategy_table(figures: dict, budget: int) -> list:
-    rows = [
+    rows: list = [
         ("images/s, 1 worker (1 host)", "images_per_sec_1", "{:.1f}"),
         ("images/s, 2 workers (2 emulated hosts x 1 process)", "images_per_sec_2", "{:.1f}"),
         ("scaling efficiency (2 workers / twice 1 worker)", "scaling_efficiency", "{:.2f}"),
@@ -394,7 +394,7 @@ def baseline_section(before: dict, after: dict, baseline_dir: str) -> list:
     return lines + _table(["figure", "baseline", "this run", "change"], out)
 
 
-def render(records: dict, results_dir: str, baseline: tuple = None) -> str:
+def render(records: dict, results_dir: str, baseline: tuple | None = None) -> str:
     lines = [
         "# Benchmarks",
         "",

@@ -151,7 +151,7 @@ def _unset_or(kind: Any) -> Any:
 
 def _is_cidr(cidr: str) -> bool:
     match = CIDR.match(cidr)
-    return bool(match) and all(int(octet) <= 255 for octet in match.groups()[:4]) \
+    return match is not None and all(int(octet) <= 255 for octet in match.groups()[:4]) \
         and 16 <= int(match.group(5)) <= 22
 
 
@@ -184,8 +184,9 @@ Zones = _checked(_checked(Annotated[tuple[Zone, ...], BeforeValidator(_names)],
 # DataSync copies would delete each other's files (REMOVE). Nor may it nest with the bucket's other
 # prefixes: the file systems would receive the users' raw exports, outputs or checkpoints, and the
 # training role, which reads every dataset, would read those.
-OTHER_PREFIXES = tuple(field.default for field in dataclasses.fields(BucketLayout)
-                       if field.name != "datasets")
+OTHER_PREFIXES: tuple[str, ...] = tuple(
+    field.default  # type: ignore[misc]  # each of BucketLayout's fields has a str default
+    for field in dataclasses.fields(BucketLayout) if field.name != "datasets")
 
 
 def _nests(prefix: str, other: str) -> bool:
@@ -379,7 +380,9 @@ class DeploymentConfig(BaseModel):
                    f"0 (isolated VPC) to {self.max_azs} (one per availability zone)")
         # The availability zones of the region deployed to.
         region = self.pipeline_region if self.pipeline_enabled else self.region
-        outside = [zone for zone in self.availability_zones if region and zone[:-1] != region]
+        # Zones is made at run time (pydantic's Annotated), which mypy cannot read as a type.
+        outside = [zone for zone in self.availability_zones  # type: ignore[attr-defined]
+                   if region and zone[:-1] != region]
         if outside:
             yield ("availability_zones", list(self.availability_zones), f"zones of {region}")
         # Checked with FSx off too, so that turning it on cannot meet a bad value. The capacity

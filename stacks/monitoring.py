@@ -15,7 +15,7 @@ The AWS rules behind each piece: docs/aws-rules.md EB-1, EB-2, SNS-1, SNS-2, CW-
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import jsii
 from aws_cdk import Duration, Stack
@@ -53,14 +53,14 @@ ENDPOINT_NAMESPACE = "AWS/SageMaker"
 PERIOD = Duration.minutes(1)
 
 
-def training_job_pattern(prefix: str) -> Dict[str, object]:
+def training_job_pattern(prefix: str) -> Dict[str, Any]:
     """The deployment's training jobs that finished: names `<prefix>-...`, whatever the run."""
     return {"source": [SOURCE], "detail-type": [TRAINING_JOB_EVENT],
             "detail": {"TrainingJobName": [{"prefix": f"{prefix}-"}],
                        "TrainingJobStatus": list(FINISHED)}}
 
 
-def endpoint_failure_pattern(prefix: str) -> Dict[str, object]:
+def endpoint_failure_pattern(prefix: str) -> Dict[str, Any]:
     return {"source": [SOURCE], "detail-type": [ENDPOINT_EVENT],
             "detail": {"EndpointName": [{"prefix": f"{prefix}-"}],
                        "EndpointStatus": list(ENDPOINT_FAILED)}}
@@ -122,6 +122,7 @@ class Monitoring(Construct):
         # The topic's own key, not the data key: EventBridge's use of it cannot be conditioned
         # (SNS-1), so it may use a key that encrypts nothing else. None with an existing topic.
         self.topic_key: Optional[kms.Key] = None
+        topic: sns.ITopic
         if self.owns_topic:
             self.topic_key = notification_key(self, "TopicKey", prefix)
             topic = sns.Topic(self, "Topic", topic_name=f"{prefix}-notifications",
@@ -232,15 +233,16 @@ def dashboard_widgets(prefix: str) -> List[List[cloudwatch.IWidget]]:
         "name tokens, not prefixes: another deployment whose name holds this one's shows too). "
         "Metrics appear once a job or endpoint reports them; SEARCH finds those of the last two "
         "weeks."))
-    training = [_graph(title, [("", job_metric(name)) for name in names])
-                for title, names in TRAINING_GRAPHS]
-    instances = [
+    training: List[cloudwatch.IWidget] = [
+        _graph(title, [("", job_metric(name)) for name in names])
+        for title, names in TRAINING_GRAPHS]
+    instances: List[cloudwatch.IWidget] = [
         _graph("GPU utilization per host (% summed over its GPUs)",
                [("", host_metric("GPUUtilization"))], "%", width=12),
         _graph("GPU memory per host (% summed over its GPUs)",
                [("", host_metric("GPUMemoryUtilization"))], "%", width=12),
     ]
-    serving = [
+    serving: List[cloudwatch.IWidget] = [
         _graph("Endpoint invocations (per minute)", [("", endpoint_metric("Invocations", "Sum"))]),
         _graph("Endpoint model latency (microseconds)",
                [("", endpoint_metric("ModelLatency", "Average"))], "µs"),

@@ -39,6 +39,7 @@ def notebooks_asset(scope: Construct, construct_id: str) -> s3_assets.Asset:
         bundling=BundlingOptions(
             # Never pulled: local bundling always succeeds.
             image=DockerImage.from_registry("local-bundling-only"),
-            local=_CopyNotebooksAndContract(),
+            # jsii hands try_bundle the options as one struct, not as its generated keywords.
+            local=_CopyNotebooksAndContract(),  # type: ignore[arg-type]
         ),
     )

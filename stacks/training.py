@@ -283,7 +283,7 @@ class Training(Construct):
             "notification-topic-arn": monitoring.topic_arn,
             "model-package-group": registry.group_name,
         }
-        names = ssm.REQUIRED
+        names: tuple[str, ...] = ssm.REQUIRED
         if storage.fsx is not None:
             names += ssm.FSX
             values.update({
