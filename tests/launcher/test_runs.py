@@ -340,6 +340,53 @@ def test_compare_puts_the_curves_and_per_class_ap_side_by_side(fake_aws, deploym
         compare.tags_of(compared, ["eval/mask_loss"])
 
 
+def test_the_compare_figure_draws_each_jobs_curves_and_per_class_ap():
+    """compare.figure, read back from its matplotlib objects: a panel per chosen tag, a line per
+    job that has the curve (its steps and values, labelled with the job), and a bar per job and
+    class of the asked task's AP (None as 0; the bbox table differs, so a wrong task shows)."""
+    from maskrcnn_launcher.runs import compare, event_files
+
+    def points(*pairs):
+        return [event_files.Point(step, 1.0, value) for step, value in pairs]
+
+    jobs = ["maskrcnn-a-1", "maskrcnn-b-2", "maskrcnn-c-3"]
+    curves = {jobs[0]: {"train/loss": points((100, 1.5), (200, 0.75), (300, 0.5)),
+                        "eval/segm_AP": points((200, 0.125), (400, 0.25))},
+              jobs[1]: {"train/loss": points((50, 2.0), (150, 1.0))},
+              jobs[2]: {}}
+    first = _report({"person": 0.5, "car": None}, 0.25)
+    second = _report({"person": 0.375, "bicycle": 0.625}, 0.5)
+    for report in (first, second):
+        for row in report["tasks"]["bbox"]["per_class"]:
+            row["AP"] = 0.0625
+    compared = compare.Compared(
+        jobs, {name: event_files.Scalars(curves[name], [], []) for name in jobs},
+        {jobs[0]: first, jobs[1]: second, jobs[2]: None}, [])
+
+    drawn = compare.figure(compared, ["eval/segm_AP", "train/loss"])
+    *panels, bars = drawn.axes
+    assert [axes.get_title() for axes in panels] == ["eval/segm_AP", "train/loss"]
+    for axes, tag in zip(panels, ["eval/segm_AP", "train/loss"]):
+        drawn_lines = {line.get_label(): (list(line.get_xdata()), list(line.get_ydata()))
+                       for line in axes.get_lines()}
+        assert drawn_lines == {
+            f"J{i + 1} {name}": ([p.step for p in curves[name][tag]],
+                                 [p.value for p in curves[name][tag]])
+            for i, name in enumerate(jobs) if curves[name].get(tag)}, tag
+
+    table = compare.per_class(compared, "segm")
+    classes = [c for c in table if c != "all classes"]
+    assert classes == ["person", "car", "bicycle"]
+    assert [label.get_text() for label in bars.get_xticklabels()] == classes
+    assert len(bars.containers) == len(jobs)
+    for i, (name, container) in enumerate(zip(jobs, bars.containers)):
+        assert container.get_label().startswith(f"J{i + 1} {name} (all classes ")
+        assert [bar.get_height() for bar in container] == [table[c][name] or 0.0
+                                                           for c in classes], name
+    assert [bar.get_height() for bar in bars.containers[0]] == [0.5, 0.0, 0.0]
+    assert [bar.get_height() for bar in bars.containers[1]] == [0.375, 0.0, 0.625]
+
+
 def test_the_compare_command_writes_the_picture_and_refuses_jobs_it_cannot_compare(
         fake_aws, tmp_path):
     dataset = _dataset()

@@ -3,7 +3,8 @@
 
     compared = compare.compare(deployment, ["maskrcnn-a-...", "maskrcnn-b-..."], boto_session)
     print("\\n".join(compare.curve_lines(compared) + compare.per_class_lines(compared)))
-    compare.picture(compared, "compare.png")   # matplotlib, written to a file
+    compare.figure(compared)                    # a matplotlib Figure (panels, then the bars)
+    compare.picture(compared, "compare.png")   # that figure, written to a file
     compare.show(compared)                      # in a notebook: the tables, then the picture
 
 Each job's summaries are copied from
@@ -19,12 +20,15 @@ yet; a job that is another deployment's, a staging job or one that does not exis
 import dataclasses
 import hashlib
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 
 from maskrcnn_contract import metrics as job_metrics
 
 from maskrcnn_launcher.deployment.settings import Deployment
 from maskrcnn_launcher.runs import evaluation_report, event_files, lookup, tensorboard_logs
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 # The curves compared unless others are asked for: those of them any job has.
 DEFAULT_TAGS = ("train/loss", "eval/loss", "eval/segm_AP", "eval/bbox_AP",
@@ -173,25 +177,24 @@ def default_picture_path(compared: Compared) -> str:
     return os.path.join(evaluation_report.default_root(), "comparisons", f"compare-{digest}.png")
 
 
-def picture(compared: Compared, path: Optional[str] = None,
-            tags: Optional[Sequence[str]] = None, task: str = "segm") -> str:
-    """One PNG: a panel per curve (a line per job) and the per-class AP (a bar per job and
-    class). Returns its path (default: default_picture_path)."""
-    import matplotlib
-    matplotlib.use("Agg")  # a file, whatever the kernel's backend
-    from matplotlib import pyplot
+def figure(compared: Compared, tags: Optional[Sequence[str]] = None,
+           task: str = "segm") -> "Figure":
+    """The picture as a matplotlib Figure: a panel per curve of tags_of(compared, tags), titled
+    with its tag (a line per job that has it, labelled with the job), then the per-class AP of
+    `task` (per_class: a bar per job and class, None drawn as 0, the classes as tick labels). A
+    Figure of its own, not pyplot's: nothing to close, shown nowhere unless saved."""
+    from matplotlib.figure import Figure
 
-    path = path or default_picture_path(compared)
     chosen, table = tags_of(compared, tags), per_class(compared, task)
     classes = [c for c in table if c != "all classes"]
     columns = 2
     rows = -(-len(chosen) // columns) + 1
-    figure = pyplot.figure(figsize=(max(12.0, 0.3 * len(classes) * len(compared.jobs)),
-                                    3.6 * rows), constrained_layout=True)
-    grid = figure.add_gridspec(rows, columns)
+    drawn = Figure(figsize=(max(12.0, 0.3 * len(classes) * len(compared.jobs)), 3.6 * rows),
+                   constrained_layout=True)
+    grid = drawn.add_gridspec(rows, columns)
     labels = _labels(compared)
     for i, tag in enumerate(chosen):
-        axes = figure.add_subplot(grid[i // columns, i % columns])
+        axes = drawn.add_subplot(grid[i // columns, i % columns])
         for name in compared.jobs:
             points = compared.curves[name].curves.get(tag, [])
             if points:
@@ -201,7 +204,7 @@ def picture(compared: Compared, path: Optional[str] = None,
         axes.set_title(tag)
         axes.set_xlabel("step")
         axes.legend(fontsize="small")
-    bars = figure.add_subplot(grid[rows - 1, :])
+    bars = drawn.add_subplot(grid[rows - 1, :])
     width = 0.8 / len(compared.jobs)
     for j, name in enumerate(compared.jobs):
         overall = table["all classes"][name]
@@ -213,9 +216,15 @@ def picture(compared: Compared, path: Optional[str] = None,
                     rotation=90 if len(classes) > 12 else 0)
     bars.set_ylabel(f"{'mask' if task == 'segm' else 'box'} AP per class")
     bars.legend(fontsize="small")
+    return drawn
+
+
+def picture(compared: Compared, path: Optional[str] = None,
+            tags: Optional[Sequence[str]] = None, task: str = "segm") -> str:
+    """figure() written as one PNG. Returns its path (default: default_picture_path)."""
+    path = path or default_picture_path(compared)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    figure.savefig(path, dpi=100)
-    pyplot.close(figure)
+    figure(compared, tags, task).savefig(path, dpi=100)
     return path
 
 
