@@ -1,4 +1,5 @@
-"""Reading synthesized CloudFormation templates in tests: resources by type, policies of a role."""
+"""Reading synthesized CloudFormation templates in tests: resources by type, policies of a role,
+a value as deployed in a region."""
 
 import json
 import re
@@ -48,3 +49,39 @@ def actions_on(statements, suffix):
 def actions(statements):
     """Every action the statements name."""
     return {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+
+
+ACCOUNT = "123456789012"  # the account evaluate() deploys to
+
+
+def evaluate(node, template, region):
+    """A CloudFormation value as deployed in `region`: Fn::Join, Fn::If on the template's
+    conditions (Fn::Equals of AWS::Region, Fn::Or), Fn::FindInMap of its mappings, and the
+    region's pseudo parameters."""
+    china = region.startswith("cn-")
+    pseudo = {"AWS::Region": region, "AWS::Partition": "aws-cn" if china else "aws",
+              "AWS::URLSuffix": "amazonaws.com.cn" if china else "amazonaws.com",
+              "AWS::AccountId": ACCOUNT}
+    if isinstance(node, str):
+        return node
+    if isinstance(node, list):
+        return [evaluate(n, template, region) for n in node]
+    (function, argument), = node.items()
+    if function == "Ref":
+        return pseudo[argument]
+    if function == "Fn::Join":
+        return argument[0].join(evaluate(argument[1], template, region))
+    if function == "Fn::If":
+        name, if_true, if_false = argument
+        chosen = if_true if evaluate(template["Conditions"][name], template, region) else if_false
+        return evaluate(chosen, template, region)
+    if function == "Fn::Equals":
+        return evaluate(argument[0], template, region) == evaluate(argument[1], template, region)
+    if function == "Fn::Or":
+        return any(evaluate(a, template, region) for a in argument)
+    if function == "Condition":
+        return evaluate(template["Conditions"][argument], template, region)
+    if function == "Fn::FindInMap":
+        name, first, second = (evaluate(a, template, region) for a in argument)
+        return template["Mappings"][name][first][second]
+    raise AssertionError(f"unexpected {function}")

@@ -9,7 +9,8 @@ import pytest
 
 from stacks import dlc
 from stacks.network import ISOLATED_INTERFACE_ENDPOINTS
-from tests.infra.templates import actions, data_key, of_type, only, statements_of
+from tests.infra.templates import (ACCOUNT, actions, data_key, evaluate, of_type, only,
+                                  statements_of)
 from tests.infra.test_training import published
 from tests.paths import REPO
 
@@ -117,11 +118,11 @@ def test_fsx_key_grant_names_s3_by_the_partitions_domain(default_app, region, do
     key = data_key(raw)[1]
     statement = next(s for s in key["Properties"]["KeyPolicy"]["Statement"] if s.get("Sid") == "FsxLinkedBucketRead")
     condition = statement["Condition"]
-    assert _evaluate(condition["StringEquals"]["kms:ViaService"], raw, region) == f"s3.{region}.{domain}"
+    assert evaluate(condition["StringEquals"]["kms:ViaService"], raw, region) == f"s3.{region}.{domain}"
     partition = "aws-cn" if region.startswith("cn-") else "aws"
-    assert _evaluate(condition["ArnLike"]["aws:PrincipalArn"], raw, region) == (
+    assert evaluate(condition["ArnLike"]["aws:PrincipalArn"], raw, region) == (
         f"arn:{partition}:iam::{ACCOUNT}:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/*")
-    assert _evaluate(condition["StringEquals"]["aws:PrincipalAccount"], raw, region) == ACCOUNT
+    assert evaluate(condition["StringEquals"]["aws:PrincipalAccount"], raw, region) == ACCOUNT
 
 
 def test_log_groups_use_the_deployment_key_which_cloudwatch_logs_may_use(default_app):
@@ -136,10 +137,10 @@ def test_log_groups_use_the_deployment_key_which_cloudwatch_logs_may_use(default
     # As deployed: the regional CloudWatch Logs principal, this account's log groups only.
     for region, domain in DEPLOYED_IN.items():
         partition = "aws-cn" if region.startswith("cn-") else "aws"
-        assert _evaluate(logs["Principal"]["Service"], raw, region) == f"logs.{region}.{domain}"
+        assert evaluate(logs["Principal"]["Service"], raw, region) == f"logs.{region}.{domain}"
         context, = logs["Condition"]["ArnLike"].items()
         assert context[0] == "kms:EncryptionContext:aws:logs:arn"
-        assert _evaluate(context[1], raw, region) == f"arn:{partition}:logs:{region}:{ACCOUNT}:log-group:*"
+        assert evaluate(context[1], raw, region) == f"arn:{partition}:logs:{region}:{ACCOUNT}:log-group:*"
 
 
 def test_notebook_role_trusts_sagemaker_without_undocumented_conditions(default_app):
@@ -225,42 +226,6 @@ def test_pipeline_builds_assets_on_a_large_codebuild_instance(pipeline_app):
     assert all(p["Environment"]["ComputeType"] == "BUILD_GENERAL1_LARGE" for p in projects)
 
 
-ACCOUNT = "123456789012"
-
-
-def _evaluate(node, template, region):
-    """A CloudFormation value as deployed in `region`: Fn::Join, Fn::If on the template's
-    conditions (Fn::Equals of AWS::Region, Fn::Or), Fn::FindInMap of its mappings, and the
-    region's pseudo parameters."""
-    china = region.startswith("cn-")
-    pseudo = {"AWS::Region": region, "AWS::Partition": "aws-cn" if china else "aws",
-              "AWS::URLSuffix": "amazonaws.com.cn" if china else "amazonaws.com",
-              "AWS::AccountId": ACCOUNT}
-    if isinstance(node, str):
-        return node
-    if isinstance(node, list):
-        return [_evaluate(n, template, region) for n in node]
-    (function, argument), = node.items()
-    if function == "Ref":
-        return pseudo[argument]
-    if function == "Fn::Join":
-        return argument[0].join(_evaluate(argument[1], template, region))
-    if function == "Fn::If":
-        name, if_true, if_false = argument
-        return _evaluate(if_true if _evaluate(template["Conditions"][name], template, region) else if_false,
-                         template, region)
-    if function == "Fn::Equals":
-        return _evaluate(argument[0], template, region) == _evaluate(argument[1], template, region)
-    if function == "Fn::Or":
-        return any(_evaluate(a, template, region) for a in argument)
-    if function == "Condition":
-        return _evaluate(template["Conditions"][argument], template, region)
-    if function == "Fn::FindInMap":
-        name, first, second = (_evaluate(a, template, region) for a in argument)
-        return template["Mappings"][name][first][second]
-    raise AssertionError(f"unexpected {function}")
-
-
 GPU, CPU = "2.20.0-gpu-py312-cu129-amzn2023-sagemaker", "2.20.0-cpu-py312-amzn2023-sagemaker"
 
 
@@ -286,13 +251,13 @@ def test_inference_images_are_the_regions_tensorflow_serving_dlc(default_app, va
     default = published(default_app, "/maskrcnn/")
     for region in ("us-east-1", "eu-west-2", "ap-east-1", "me-central-1", "cn-north-1", "cn-northwest-1"):
         for device in ("gpu", "cpu"):
-            value = _evaluate(default[f"inference-image-{device}-uri"], default_app.deployment, region)
+            value = evaluate(default[f"inference-image-{device}-uri"], default_app.deployment, region)
             assert value == dlc.inference_image(region, device), (region, device)
     # The model role pulls from that registry's inference repository only.
     statements = statements_of(default_app.deployment, "TrainingModelRole")
     pull, = [s for s in statements if "ecr:BatchGetImage" in s["Action"]]
     for region in ("us-east-1", "ap-east-1", "cn-north-1"):
-        arn = _evaluate(pull["Resource"], default_app.deployment, region)
+        arn = evaluate(pull["Resource"], default_app.deployment, region)
         partition = "aws-cn" if region.startswith("cn-") else "aws"
         assert arn == f"arn:{partition}:ecr:{region}:{dlc.account(region)}:repository/tensorflow-inference", arn
 

@@ -14,12 +14,12 @@ from maskrcnn_contract import metrics
 from stacks import monitoring
 from tests.infra import event_patterns
 from tests.infra.conftest import EXISTING_TOPIC
-from tests.infra.test_aws_rules import ACCOUNT, _evaluate
-from tests.infra.templates import actions_on, data_key, of_type, only, statements_of
+from tests.infra.templates import (ACCOUNT, actions_on, data_key, evaluate, of_type, only,
+                                  statements_of)
 
 def resolve(node, template, region="eu-west-2"):
-    """A CloudFormation value as deployed in `region` (test_aws_rules.py `_evaluate`)."""
-    return _evaluate(node, template, region)
+    """A CloudFormation value as deployed in `region` (templates.evaluate)."""
+    return evaluate(node, template, region)
 
 
 def rules(raw):

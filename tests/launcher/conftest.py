@@ -50,7 +50,11 @@ def _environment(endpoint: str) -> dict:
     }
 
 
-def _seed(aws: FakeAws) -> dict:
+def seed(aws: FakeAws) -> dict:
+    """Makes in `aws` what a deployment makes (network, bucket, file systems, roles, DataSync
+    tasks, key, model package group, topic), publishes it in SSM as the stack does, and returns
+    the published values; the launcher tests' session and tests/training/fake_deployment.py
+    seed with it."""
     ec2 = aws.client("ec2")
     vpc = ec2.create_vpc(CidrBlock="10.40.0.0/16")["Vpc"]["VpcId"]
     subnets = [ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.40.{i}.0/24",
@@ -147,7 +151,7 @@ def fake_aws(tmp_path_factory):
                        MASKRCNN_REPORTS_DIR=str(tmp_path_factory.mktemp("reports")),
                        MASKRCNN_PREDICTIONS_DIR=str(tmp_path_factory.mktemp("predictions")))
     os.environ.update(environment)
-    aws.parameters = _seed(aws)
+    aws.parameters = seed(aws)
     aws.vpc_id = aws.client("ec2").describe_subnets(
         SubnetIds=aws.parameters["subnet-ids"].split(","))["Subnets"][0]["VpcId"]
     aws.environment = environment

@@ -180,13 +180,13 @@ def running(timeout: float = 60) -> Iterator[FakeDeployment]:
 
 
 def _serve(stdin=sys.stdin) -> None:
-    from tests.launcher.conftest import _seed
+    from tests.launcher.conftest import seed
     from tests.launcher.fake_aws import FakeAws
 
     # A transform is played with the trained model (maskrcnn_local/batch_transform.py), not the
     # fake's canned answers.
     aws = FakeAws(REGION, play_transforms=False).start()
-    parameters = _seed(aws)
+    parameters = seed(aws)
     print(json.dumps({"endpoint": aws.endpoint, "parameters": parameters}), flush=True)
     stdin.read()  # until the test process closes it
     aws.stop()

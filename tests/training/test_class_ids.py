@@ -9,7 +9,7 @@ import types
 
 from maskrcnn_job.serving import export
 
-from tests.training.test_serving import _context, _prediction
+from tests.training.serving_inputs import detection_row, request_context
 
 # COCO 2017 as the converter numbers it: its 80 classes 1..80, its own ids up to 90.
 COCO_TAIL = [{"id": 79, "name": "hair drier", "source_id": 89},
@@ -25,10 +25,10 @@ def _handler(tmp_path, categories):
 
 
 def _answer(handler, classes):
-    prediction = dict(_prediction(scores=(0.9, 0.8)), detection_classes=[*classes, 0.0])
+    prediction = dict(detection_row(scores=(0.9, 0.8)), detection_classes=[*classes, 0.0])
     response = types.SimpleNamespace(status_code=200,
                                      content=json.dumps({"predictions": [prediction]}).encode())
-    body, _ = handler.output_handler(response, _context())
+    body, _ = handler.output_handler(response, request_context())
     return [(d["category_id"], d["category_name"]) for d in json.loads(body)["detections"]]
 
 

@@ -14,15 +14,7 @@ from maskrcnn_job.data import coco_to_tfrecord, layout
 from maskrcnn_job.data.coco_to_tfrecord import ConversionError
 from maskrcnn_local import synthetic_coco
 
-
-def _decode_all(pattern):
-    import tensorflow as tf
-    from official.vision.dataloaders import tf_example_decoder
-
-    decoder = tf_example_decoder.TfExampleDecoder(include_mask=True)
-    files = sorted(glob.glob(pattern))
-    return [tf.nest.map_structure(lambda t: t.numpy(), decoder.decode(record))
-            for record in tf.data.TFRecordDataset(files)]
+from tests.training.tfrecords import decode_all
 
 
 def _load(coco_dir, split):
@@ -45,7 +37,7 @@ def test_round_trip_through_model_garden_decoder(small_coco, tmp_path):
     out = str(tmp_path / "channel")
     results = coco_to_tfrecord.convert_coco_dir(small_coco, out, progress=False)
     source = _load(small_coco, "train")
-    decoded = _decode_all(os.path.join(out, "tfrecords", "train-*.tfrecord"))
+    decoded = decode_all(os.path.join(out, "tfrecords", "train-*.tfrecord"))
     assert results["train"].num_images == len(source["images"]) == len(decoded)
     by_image = {}
     for ann in source["annotations"]:
@@ -113,7 +105,7 @@ def test_conversion_is_deterministic_and_sharded_by_size(small_coco, tmp_path):
     for name in names:
         assert open(os.path.join(one, name), "rb").read() == open(os.path.join(two, name),
                                                                    "rb").read()
-    assert len(_decode_all(os.path.join(one, "*.tfrecord"))) == 12
+    assert len(decode_all(os.path.join(one, "*.tfrecord"))) == 12
 
 
 def _corrupt(dataset, coco_dir):
@@ -156,7 +148,7 @@ def test_skip_invalid_drops_bad_records_and_reports_them(small_coco, tmp_path):
     last_image = source["images"][-1]["id"]
     kept = [a for a in source["annotations"][3:] if a["image_id"] != last_image]
     assert result.num_instances == len(kept)
-    decoded = _decode_all(os.path.join(out, "tfrecords", "train-*.tfrecord"))
+    decoded = decode_all(os.path.join(out, "tfrecords", "train-*.tfrecord"))
     assert sum(len(d["groundtruth_classes"]) for d in decoded) == len(kept)
 
 
@@ -185,7 +177,7 @@ def test_rle_segmentations_are_converted(small_coco, tmp_path):
     _save(coco_dir, "train", dataset)
     out = str(tmp_path / "out")
     coco_to_tfrecord.convert_coco_dir(coco_dir, out, splits=("train",), progress=False)
-    first = _decode_all(os.path.join(out, "tfrecords", "train-*.tfrecord"))[0]
+    first = decode_all(os.path.join(out, "tfrecords", "train-*.tfrecord"))[0]
     np.testing.assert_array_equal(first["groundtruth_instance_masks"][-2], binary)
     np.testing.assert_array_equal(first["groundtruth_instance_masks"][-1], binary)
     assert list(first["groundtruth_is_crowd"][-2:]) == [False, True]
@@ -357,7 +349,7 @@ def test_skip_invalid_drops_bad_images_and_lists_their_files(small_coco, tmp_pat
         report = json.load(f)
     listed = {os.path.basename(p["detail"].split(":")[0]): p["reason"] for p in report["skipped"]}
     assert listed == broken
-    assert len(_decode_all(os.path.join(out, "train-*.tfrecord"))) == 8
+    assert len(decode_all(os.path.join(out, "train-*.tfrecord"))) == 8
 
 
 def test_the_command_converts_one_split_when_asked(small_coco, tmp_path, monkeypatch, capsys):

@@ -11,7 +11,7 @@ import zipfile
 
 import numpy as np
 import pytest
-from PIL import Image, ImageOps
+from PIL import Image
 from pycocotools import mask as mask_api
 from pycocotools.coco import COCO
 
@@ -21,97 +21,16 @@ from maskrcnn_job.data.coco_to_tfrecord import ConversionError
 from maskrcnn_job.evaluation import coco as coco_evaluation
 
 from tests.training import tool_exports
-from tests.training.test_converter import _decode_all
-
-LABELS = ["dent", "scratch", "rust", "crack"]  # crack: no annotation
-USED = ("scratch", "rust", "dent")
-RED = (255, 0, 0)
-
-
-def _image(path, width, height, box, exif_orientation=None):
-    """A grey image with a red rectangle `box` (x, y, w, h) as displayed. With an EXIF orientation
-    the stored pixels are what that orientation turns upright into it, as a phone writes them."""
-    displayed = Image.new("RGB", (width, height), (90, 90, 90))
-    x, y, w, h = box
-    displayed.paste(RED, (x, y, x + w, y + h))
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    if exif_orientation is None:
-        displayed.save(path, quality=98)
-        return
-    assert exif_orientation == 6  # displayed = stored rotated 90 degrees clockwise
-    stored = displayed.transpose(Image.Transpose.ROTATE_90)
-    exif = Image.Exif()
-    exif[0x0112] = exif_orientation
-    stored.save(path, quality=98, exif=exif.tobytes())
-    with Image.open(path) as check:  # what the labeling tools display
-        assert ImageOps.exif_transpose(check).size == (width, height)
-
-
-def _polygon(box):
-    x, y, w, h = box
-    return [x, y, x + w, y, x + w, y + h, x, y + h]
-
-
-def _mask_file(path, width, height, mask):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    Image.fromarray(mask.astype(np.uint8) * 255).save(path)
-    return str(path)
-
-
-def _box_mask(width, height, box):
-    mask = np.zeros((height, width), dtype=np.uint8)
-    x, y, w, h = box
-    mask[y:y + h, x:x + w] = 1
-    return mask
-
-
-def _items(uploads, names, drawn, rotated=(), empty=(), size=(32, 24), rectangles=False):
-    """One red box per image, its label cycling through USED, drawn as `drawn` ("polygon" or
-    "mask"; with `rectangles`, a second box of the same label drawn with the rectangle tool).
-    The images are written below `uploads`, the files the user gave the tool."""
-    width, height = size
-    items = []
-    for index, name in enumerate(names, start=1):
-        box = (4 + index % 5, 3 + index % 4, 10, 8)
-        path = os.path.join(str(uploads), name)
-        _image(path, width, height, box, 6 if name in rotated else None)
-        label = USED[index % len(USED)]
-        shapes = []
-        if name not in empty:
-            if drawn == "polygon":
-                shapes.append({"type": "polygon", "label": label, "points": _polygon(box)})
-            else:
-                mask = _mask_file(os.path.join(str(uploads) + "-masks", name + ".png"), width,
-                                  height, _box_mask(width, height, box))
-                shapes.append({"type": "mask", "label": label, "mask": mask})
-            if rectangles:
-                shapes.append({"type": "rectangle", "label": label, "box": [18, 12, 6, 5]})
-        items.append(tool_exports.item(name, path, width, height, shapes))
-    return items
-
-
-def _cvat(tmp_path, count=6, rotated=(), drawn="mask", rectangles=False):
-    """CVAT's COCO 1.0 of a task whose files are in a subfolder: annotations/instances_default.json
-    and images/default/batch1/..., every mask a crowd RLE (cvat-ai/cvat#7030)."""
-    names = [f"batch1/img{i}.jpg" for i in range(count)]
-    items = _items(tmp_path / "cvat-uploads", names, drawn, rotated=rotated, rectangles=rectangles)
-    return tool_exports.write(tool_exports.CVAT, tmp_path / "cvat", LABELS, items)
-
-
-def _label_studio(tmp_path, count=10, empty=(), rectangles=False):
-    """Label Studio's COCO with images: result.json + images/, polygons; ids from 0, file names
-    the uploads' paths relative to where the export was written (../<media>/upload/3/...)."""
-    names = [f"{i:02d}-part.jpg" for i in range(count)]
-    items = _items(tmp_path / "ls-uploads", names, "polygon", empty=empty, rectangles=rectangles)
-    return tool_exports.write(tool_exports.LABEL_STUDIO, tmp_path / "label-studio", LABELS, items)
-
+from tests.training.tfrecords import decode_all
+from tests.training.tool_exports import (LABELS, box_mask, box_polygon, cvat_export,
+                                         label_studio_export, mask_png, red_box_image)
 
 def _info(channel):
     return layout.Channel(channel).read_info()
 
 
 def _records(channel, split):
-    return _decode_all(os.path.join(channel, "tfrecords", f"{split}-*.tfrecord"))
+    return decode_all(os.path.join(channel, "tfrecords", f"{split}-*.tfrecord"))
 
 
 def _file_names(channel):
@@ -130,7 +49,7 @@ def _file_names(channel):
 
 
 def test_cvats_all_crowd_export_is_refused_naming_the_option_and_writes_nothing(tmp_path):
-    root, written = _cvat(tmp_path)
+    root, written = cvat_export(tmp_path)
     assert {a["iscrowd"] for a in written["annotations"]} == {1}  # the tool's, every mask
     out = tmp_path / "channel"
     with pytest.raises(ConversionError) as refused:
@@ -144,7 +63,7 @@ def test_cvats_all_crowd_export_is_refused_naming_the_option_and_writes_nothing(
 
 
 def test_cvats_export_with_crowds_as_instances_converts_its_masks_and_keeps_the_ids(tmp_path):
-    root, source = _cvat(tmp_path, count=6)
+    root, source = cvat_export(tmp_path, count=6)
     out = str(tmp_path / "channel")
     results = coco_to_tfrecord.convert_export(root, out, name="parts", val_fraction=0.34, seed=3,
                                               crowd_as_instances=True, progress=False)
@@ -184,11 +103,11 @@ def test_sparse_category_ids_become_1_to_k_keeping_the_originals(tmp_path):
     images, annotations = [], []
     for index in range(1, 5):
         box = (4 + index, 3 + index % 4, 10, 8)
-        _image(str(root / "images" / f"{index}.jpg"), 32, 24, box)
+        red_box_image(str(root / "images" / f"{index}.jpg"), 32, 24, box)
         images.append({"id": index, "file_name": f"{index}.jpg", "width": 32, "height": 24})
         annotations.append({"id": index, "image_id": index, "category_id": (3, 17, 1000)[index % 3],
                             "bbox": list(box), "area": 80, "iscrowd": 0,
-                            "segmentation": [_polygon(box)]})
+                            "segmentation": [box_polygon(box)]})
     (root / "annotations.json").write_text(json.dumps(
         {"images": images, "annotations": annotations, "categories": sparse}))
     out = str(tmp_path / "channel")
@@ -206,7 +125,7 @@ def test_sparse_category_ids_become_1_to_k_keeping_the_originals(tmp_path):
 
 def test_an_exif_rotated_jpeg_is_turned_upright_as_the_tools_annotate_it(tmp_path):
     rotated = "batch1/img1.jpg"
-    root, source = _cvat(tmp_path, count=4, rotated=(rotated,))
+    root, source = cvat_export(tmp_path, count=4, rotated=(rotated,))
     out = str(tmp_path / "channel")
     coco_to_tfrecord.convert_export(root, out, name="parts", val_fraction=0.25,
                                     crowd_as_instances=True, progress=False)
@@ -226,7 +145,7 @@ def test_an_exif_rotated_jpeg_is_turned_upright_as_the_tools_annotate_it(tmp_pat
 
 
 def test_label_studios_single_file_is_split_reproducibly_and_the_split_recorded(tmp_path):
-    root, _ = _label_studio(tmp_path, count=10, empty=("04-part.jpg",))
+    root, _ = label_studio_export(tmp_path, count=10, empty=("04-part.jpg",))
 
     def split(seed, out):
         coco_to_tfrecord.convert_export(root, str(tmp_path / out), name="parts",
@@ -250,7 +169,7 @@ def test_label_studios_single_file_is_split_reproducibly_and_the_split_recorded(
 
 
 def test_label_studios_upload_paths_resolve_to_the_images_it_copied(tmp_path):
-    root, written = _label_studio(tmp_path, count=4)
+    root, written = label_studio_export(tmp_path, count=4)
     # What the tool writes: the upload's path relative to the export, outside it
     # (convert_to_coco: os.path.relpath(get_local_path(...), output_dir)), while the image itself
     # is copied into images/ (get_local_path: shutil.copy(filepath, cache_dir)).
@@ -269,7 +188,7 @@ def test_label_studios_upload_paths_resolve_to_the_images_it_copied(tmp_path):
 
 
 def test_a_zipped_export_with_windows_separators_converts_like_the_directory(tmp_path):
-    root, dataset = _label_studio(tmp_path, count=4)
+    root, dataset = label_studio_export(tmp_path, count=4)
     # Label Studio on Windows: os.path.relpath writes the upload's path with backslashes.
     for image in dataset["images"]:
         image["file_name"] = image["file_name"].replace("/", "\\")
@@ -296,9 +215,9 @@ def _two_subfolders(tmp_path):
         for name in ("img.jpg", "other.jpg"):
             path = tmp_path / "uploads" / folder / name
             box = (x, 4, 10, 8) if name == "img.jpg" else (x, 12, 10, 8)
-            _image(str(path), 32, 24, box)
+            red_box_image(str(path), 32, 24, box)
             items.append(tool_exports.item(f"{folder}/{name}", path, 32, 24, [
-                {"type": "polygon", "label": "rust", "points": _polygon(box)}]))
+                {"type": "polygon", "label": "rust", "points": box_polygon(box)}]))
     return tool_exports.write(tool_exports.CVAT, tmp_path / "cvat", LABELS, items)
 
 
@@ -346,10 +265,10 @@ def test_cvats_polygons_and_masks_survive_as_the_records_masks(tmp_path):
     items = []
     for index in range(4):
         path = tmp_path / "uploads" / f"img{index}.jpg"
-        _image(str(path), width, height, (0, 0, 1, 1))
+        red_box_image(str(path), width, height, (0, 0, 1, 1))
         shapes = [{"type": "polygon", "label": "rust", "points": triangle}]
         if index % 2:
-            shapes.append({"type": "mask", "label": "dent", "mask": _mask_file(
+            shapes.append({"type": "mask", "label": "dent", "mask": mask_png(
                 tmp_path / "masks" / f"{index}.png", width, height, disk)})
         items.append(tool_exports.item(f"img{index}.jpg", path, width, height, shapes))
     root, written = tool_exports.write(tool_exports.CVAT, tmp_path / "cvat", LABELS, items)
@@ -377,7 +296,7 @@ def test_label_studios_ids_from_0_score_ap_1_against_themselves(tmp_path):
     nothing" (pycocotools cocoeval.py, evaluateImg/accumulate; faster-coco-eval the same), which
     scored perfect detections bbox AP 0.898. The val annotations are numbered from 1."""
     count = 8
-    root, written = _label_studio(tmp_path, count=count)
+    root, written = label_studio_export(tmp_path, count=count)
     assert min(a["id"] for a in written["annotations"]) == 0
     # A seed that puts image 0, and with it annotation 0, in val.
     seed = next(s for s in range(100) if 0 in exports.split_ids(list(range(count)), 0.5, s)[1])
@@ -407,9 +326,9 @@ def test_label_studios_ids_from_0_score_ap_1_against_themselves(tmp_path):
 @pytest.mark.parametrize("tool", [tool_exports.CVAT, tool_exports.LABEL_STUDIO])
 def test_rectangles_are_refused_naming_both_choices_and_nothing_is_written(tmp_path, tool):
     if tool == tool_exports.CVAT:
-        root, written = _cvat(tmp_path, count=4, drawn="polygon", rectangles=True)
+        root, written = cvat_export(tmp_path, count=4, drawn="polygon", rectangles=True)
     else:
-        root, written = _label_studio(tmp_path, count=4, rectangles=True)
+        root, written = label_studio_export(tmp_path, count=4, rectangles=True)
     # Both tools: a rectangle is a box with "segmentation": [] (Datumaro
     # _InstancesExporter.convert_instance; label_studio_sdk Converter.convert_to_coco).
     assert sum(a["segmentation"] == [] for a in written["annotations"]) == 4
@@ -429,7 +348,7 @@ def test_rectangles_are_refused_naming_both_choices_and_nothing_is_written(tmp_p
 
 
 def test_rectangles_left_out_are_counted_and_named_and_out_of_the_val_annotations(tmp_path):
-    root, written = _label_studio(tmp_path, count=4, rectangles=True)
+    root, written = label_studio_export(tmp_path, count=4, rectangles=True)
     boxes = {a["id"] for a in written["annotations"] if a["segmentation"] == []}
     out = str(tmp_path / "channel")
     results = coco_to_tfrecord.convert_export(
@@ -452,13 +371,13 @@ def test_rectangles_left_out_are_counted_and_named_and_out_of_the_val_annotation
 
 
 def test_rectangles_as_masks_become_the_filled_box_in_the_records(tmp_path):
-    root, _ = _cvat(tmp_path, count=4, drawn="polygon", rectangles=True)
+    root, _ = cvat_export(tmp_path, count=4, drawn="polygon", rectangles=True)
     out = str(tmp_path / "channel")
     results = coco_to_tfrecord.convert_export(
         root, out, val_fraction=0.5, progress=False, boxes_without_mask=labeling.BOX_AS_MASK)
     assert sum(r.boxes_as_masks for r in results.values()) == 4
     assert sum(r.num_instances for r in results.values()) == 8
-    filled = _box_mask(32, 24, (18, 12, 6, 5))
+    filled = box_mask(32, 24, (18, 12, 6, 5))
     for split in layout.SPLITS:
         for example in _records(out, split):
             masks = example["groundtruth_instance_masks"]
@@ -476,7 +395,7 @@ def test_boxes_without_mask_reaches_the_converter_and_a_bad_value_is_refused_by_
     from maskrcnn_job.staging import stage_dataset
     from maskrcnn_local import local_run
 
-    root, _ = _label_studio(tmp_path, count=2, rectangles=True)
+    root, _ = label_studio_export(tmp_path, count=2, rectangles=True)
     # The staging job's hyperparameter, as the toolkit passes it; its log prints the notes.
     stage_dataset.main(["--dataset", "parts", "--import_s3_uri", root, "--work_dir",
                         str(tmp_path / "work"), "--workers", "1", "--boxes_without_mask",
@@ -509,7 +428,7 @@ def test_an_unknown_layout_is_refused_naming_what_was_found_and_what_is_expected
     with pytest.raises(ConversionError, match=r"found: labels\.csv.*CVAT's COCO 1\.0"):
         coco_to_tfrecord.convert_export(str(tmp_path / "export"), str(tmp_path / "out"),
                                         progress=False)
-    root, _ = _label_studio(tmp_path, count=4)
+    root, _ = label_studio_export(tmp_path, count=4)
     with pytest.raises(ConversionError, match=r"val_fraction=1\.5: expected a number between"):
         coco_to_tfrecord.convert_export(root, str(tmp_path / "out"), val_fraction=1.5,
                                         progress=False)

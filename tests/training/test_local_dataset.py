@@ -8,11 +8,11 @@ import pytest
 from maskrcnn_job.data import layout
 from maskrcnn_local import local_run
 
-from tests.training.test_exports import _label_studio
+from tests.training.tool_exports import label_studio_export
 
 
 def test_a_label_studio_export_becomes_the_train_channel_and_is_reused(tmp_path, capsys):
-    root, _ = _label_studio(tmp_path, count=6)
+    root, _ = label_studio_export(tmp_path, count=6)
     args = local_run.parse_args(["--dataset", root, "--val-fraction", "0.34", "--split-seed", "2"])
     channel = str(tmp_path / "channel")
     local_run._prepare_dataset(args, str(tmp_path / "work"), channel)

@@ -13,45 +13,31 @@ from PIL import Image
 from maskrcnn_job.serving import endpoint_handler
 from maskrcnn_local import drawing
 
-
-def _context(content_type="image/jpeg", attributes=""):
-    return types.SimpleNamespace(request_content_type=content_type, accept_header="application/json",
-                                 custom_attributes=attributes)
-
-
-def _prediction(scores=(0.9, 0.2), count=2):
-    """A row of Model Garden's DetectionModule output for a 100x80 (h x w) image."""
-    return {
-        "num_detections": count,
-        "image_info": [[100.0, 80.0], [64.0, 64.0], [0.64, 0.8], [0.0, 0.0]],
-        "detection_boxes": [[10.0, 20.0, 50.0, 60.0], [0.0, 0.0, 5.0, 5.0], [0, 0, 0, 0]],
-        "detection_classes": [3.0, 1.0, 0.0],
-        "detection_scores": list(scores) + [0.0],
-        "detection_masks": np.full((3, 28, 28), 0.75).tolist(),
-    }
+from tests.training.serving_inputs import detection_row, request_context
 
 
 def test_an_image_request_becomes_a_base64_serving_bytes_request():
-    request = json.loads(endpoint_handler.input_handler(io.BytesIO(b"\xff\xd8jpeg"), _context()))
+    request = json.loads(endpoint_handler.input_handler(io.BytesIO(b"\xff\xd8jpeg"),
+                                                        request_context()))
     assert request == {"signature_name": "serving_bytes", "instances": [{"b64": "/9hqcGVn"}]}
     passthrough = '{"instances": [[1]]}'
     assert endpoint_handler.input_handler(io.BytesIO(passthrough.encode()),
-                                         _context("application/json")) == passthrough
+                                         request_context("application/json")) == passthrough
 
 
 @pytest.mark.parametrize("content_type", ["text/csv", None])
 def test_other_content_types_are_refused_by_name(content_type):
     with pytest.raises(ValueError, match=f"unsupported content type {content_type or 'none'!r}"):
-        endpoint_handler.input_handler(io.BytesIO(b"1,2"), _context(content_type))
+        endpoint_handler.input_handler(io.BytesIO(b"1,2"), request_context(content_type))
 
 
 def test_an_empty_image_request_is_refused():
     with pytest.raises(ValueError, match="request body is empty"):
-        endpoint_handler.input_handler(io.BytesIO(b""), _context("image/png"))
+        endpoint_handler.input_handler(io.BytesIO(b""), request_context("image/png"))
 
 
 def test_detections_are_coco_boxes_above_the_threshold_with_names():
-    answer = endpoint_handler.detections(_prediction(), 0.3, {3: "triangle"})
+    answer = endpoint_handler.detections(detection_row(), 0.3, {3: "triangle"})
     assert answer["image_size"] == [100, 80]
     detection, = answer["detections"]  # 0.2 < 0.3; the third is past num_detections
     assert detection["bbox"] == [20.0, 10.0, 40.0, 40.0]  # [x, y, w, h] from [ymin, xmin, ...]
@@ -91,14 +77,14 @@ def test_a_bad_threshold_is_refused_by_value(attributes, message):
 
 def test_the_output_handler_answers_one_object_for_an_image_and_a_list_for_json():
     response = types.SimpleNamespace(status_code=200, content=json.dumps(
-        {"predictions": [_prediction(), _prediction(scores=(0.5, 0.4))]}).encode())
-    body, content_type = endpoint_handler.output_handler(response, _context())
+        {"predictions": [detection_row(), detection_row(scores=(0.5, 0.4))]}).encode())
+    body, content_type = endpoint_handler.output_handler(response, request_context())
     assert content_type == "application/json" and len(json.loads(body)["detections"]) == 1
-    body, _ = endpoint_handler.output_handler(response, _context("application/json"))
+    body, _ = endpoint_handler.output_handler(response, request_context("application/json"))
     assert [len(p["detections"]) for p in json.loads(body)["predictions"]] == [1, 2]
     failed = types.SimpleNamespace(status_code=400, content=b"bad input")
     with pytest.raises(ValueError, match="answered 400: bad input"):
-        endpoint_handler.output_handler(failed, _context())
+        endpoint_handler.output_handler(failed, request_context())
 
 
 def test_masks_are_blended_in_the_category_colour_and_the_rest_is_unchanged():
@@ -146,7 +132,7 @@ def test_predict_results_are_a_coco_results_file_that_pycocotools_evaluates(tmp_
                                     "bbox": [20.0, 10.0, 40.0, 40.0]}]}
     (tmp_path / "truth.json").write_text(json.dumps(annotations))
     answer = endpoint_handler.detections(
-        dict(_prediction(), detection_masks=np.ones((3, 28, 28)).tolist()), 0.3, {})
+        dict(detection_row(), detection_masks=np.ones((3, 28, 28)).tolist()), 0.3, {})
     instances = predict.pasted_instances(answer)
     assert instances[0]["mask"].shape == (100, 80)
     results = predict.coco_results(7, instances)

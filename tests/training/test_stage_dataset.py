@@ -11,7 +11,7 @@ from maskrcnn_job.staging import stage_dataset
 from maskrcnn_job.staging.downloads import StagingError
 
 from tests.iam.deployment import BUCKET
-from tests.training.test_exports import _cvat
+from tests.training.tool_exports import cvat_export
 
 pytestmark = pytest.mark.iam_role("staging")
 
@@ -33,7 +33,7 @@ def _keys(s3, prefix):
 
 def test_an_uploaded_cvat_export_is_staged_as_its_dataset_and_then_skipped(s3, tmp_path,
                                                                            monkeypatch):
-    root, _ = _cvat(tmp_path, count=5)
+    root, _ = cvat_export(tmp_path, count=5)
     _upload(s3, root, "imports/parts/")
     uploaded = []
     real_upload = s3.upload_file
