@@ -1,14 +1,16 @@
 """What every benchmark records beside its figures, and where (`make bench`).
 
 Each benchmark script writes one JSON file, <results dir>/<benchmark>.json, with
-  benchmark  the script's name: cpu_scaling, converter_speed, demo_accuracy
+  benchmark  the script's name: cpu_scaling, converter_speed, demo_accuracy, coco_eval_speed
   date       the UTC date the run started (YYYY-MM-DD)
   machine    CPU model, cores, memory, OS, Python, TensorFlow and Horovod versions
   command    the exact command line, run from the repository root
   smoke      true when the run only checked the path: its figures mean nothing
   seconds    how long the script ran
 and the script's own figures beside them. benchmarks/report.py renders the files of one run
-into docs/benchmarks.md, each table with its date, machine and command. Standard library only.
+into docs/benchmarks.md, each table with its date, machine and command. learning_bounds.py
+records the same date, machine and command in a file of its own (tests/training/
+learning_bounds.json, its table in docs/testing.md), not here. Standard library only.
 """
 
 import importlib.metadata

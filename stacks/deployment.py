@@ -1,5 +1,6 @@
-"""The deployment: one stack composing the network, storage, monitoring, training and notebook
-constructs, in an App or in a pipeline's Stage.
+"""The deployment: one stack composing the deployment's customer managed `Key` and the `Network`,
+`Storage`, `Monitoring`, `ModelRegistry`, `ExperimentTracking` (MLflow, when enabled), `Training`
+and `Notebook` constructs, in an App or in a pipeline's Stage.
 
 One stack rather than one per concern: values such as file-system ids, subnets and security
 groups then pass as plain references, not as CloudFormation exports, which another stack's import

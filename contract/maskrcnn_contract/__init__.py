@@ -14,5 +14,9 @@ side imports the same definition:
 - `evaluation_report`: the evaluation report's file, its places in the job's output and model,
   and its printed table;
 - `tracking`: experiment tracking with MLflow: the environment variables a launch sets, the
-  tracking server's ARN and name, the experiment name's rule.
+  tracking server's ARN and name, the experiment name's rule;
+- `labeling`: what a labeling tool's export may hold that Mask R-CNN cannot train as it is (boxes
+  without a mask), and the choices the user names about it;
+- `model_registry`: the model registry's approval statuses, for the notebook role's conditions
+  and the launcher.
 """

@@ -5,17 +5,21 @@ Shared by the notebooks beside this package and usable as a CLI: `python -m mask
 One folder per flow, each importing only the folders before it in this list:
   deployment/  the deployment the stack published (settings) and the instance types (instances)
   runs/        the deployment's training jobs by name (lookup), followed (follow), their curves
-               (tensorboard_logs) and evaluation reports (evaluation_report)
-  training/    a launch: options, inputs, init_from, plan, validation, session, jobs, submit;
-               warm_pools
+               (tensorboard_logs, read by event_files) and evaluation reports
+               (evaluation_report), side by side (table, compare), tuning jobs' candidates
+               (tuning_jobs), the model registry's versions (registry)
+  training/    a launch: options, inputs, init_from, tracking, plan, validation, session, jobs,
+               submit; tuning, warm_pools
   data/        exports uploaded and datasets listed (exports), staged (staging), copied to EFS and
                FSx (file_systems); staging runs a job built as a launch is
   serving/     endpoint_plan, endpoints, invocation, detections
-  labeling/    batch predictions over an S3 prefix (predictions: their COCO files), the labeling
-               tools' pre-annotations, which images to label next
-  cli/         `python -m maskrcnn_launcher`, one module per flow
-Importing the package does not import the SageMaker SDK; training's `jobs`, `session` and
-`submit` do.
+  labeling/    batch predictions over an S3 prefix (batch_plan, batch_jobs; predictions: their
+               COCO files), the labeling tools' pre-annotations (pre_annotations, polygons),
+               which images to label next (ranking, contact_sheet), all handed back (handoff)
+  cli/         `python -m maskrcnn_launcher`: main, and one module of commands per flow (data,
+               training, runs, serving, labeling)
+Importing the package does not import the SageMaker SDK; training's `jobs` and `session` alone
+import it (`submit` through them).
 """
 
 from maskrcnn_launcher.deployment.instances import (

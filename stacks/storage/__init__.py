@@ -1,3 +1,4 @@
-"""The storage stack's components, one construct each: the data bucket with its key, the FSx for
-Lustre cache of the bucket's input prefixes (dataset, pretrained backbone), and the EFS mirror of
-those prefixes with one DataSync task each."""
+"""The storage stack's components, one construct each, composed by `storage`: the data bucket with
+its key (`data_bucket`), the FSx for Lustre cache of the bucket's input prefixes (dataset,
+pretrained backbone; `lustre_cache`), and the EFS mirror of those prefixes with one DataSync task
+each (`efs_mirror`)."""

@@ -12,6 +12,7 @@ import fnmatch
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -289,6 +290,64 @@ def test_architecture_md_names_every_package_folder_and_contract_module():
     folders = _first_column(text, "folder")
     assert folders == {f"maskrcnn_job/{name}/" for name in _subpackages(JOB)} | {
         f"maskrcnn_launcher/{name}/" for name in _subpackages(LAUNCHER)}
+
+
+# --- The package docstrings -------------------------------------------------------------------
+
+def _docstring(path) -> str:
+    return ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+
+
+def _names_in(package) -> set:
+    """The package's modules (stems) and subpackages, one folder down."""
+    return {Path(module).stem for module in _modules(package, depth=0)} | _subpackages(package)
+
+
+def _launcher_folder_entry(folder: str) -> str:
+    """The text of `folder/`'s entry in the launcher package's list of folders ("" if none)."""
+    entries = dict(re.findall(r"^  (\w+)/ +(.*?)(?=^  \w+/|^\S|\Z)",
+                              _docstring(LAUNCHER / "__init__.py"), re.M | re.S))
+    return entries.get(folder, "")
+
+
+def _benchmarks_using_results() -> set:
+    return {path.stem for path in (REPO / "benchmarks").glob("*.py")
+            if path.stem != "results" and "results" in _imports_of(path) | {
+                alias.name for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                if isinstance(node, ast.ImportFrom) and node.module == "benchmarks"
+                for alias in node.names}}
+
+
+PACKAGES = [CONTRACT, JOB, *sorted(JOB / name for name in _subpackages(JOB)),
+            JOB.parent / "maskrcnn_local", LAUNCHER,
+            *sorted(LAUNCHER / name for name in _subpackages(LAUNCHER)),
+            REPO / "stacks" / "storage"]
+# (text, the names it claims all of), read when the test runs.
+DOCSTRING_INVENTORIES = {
+    **{f"{package.relative_to(REPO).as_posix()}/__init__.py": (
+        lambda package=package: (_docstring(package / "__init__.py"), _names_in(package)))
+       for package in PACKAGES},
+    **{f"maskrcnn_launcher/__init__.py, {name}/": (
+        lambda name=name: (_launcher_folder_entry(name), _names_in(LAUNCHER / name)))
+       for name in sorted(_subpackages(LAUNCHER))},
+    "stacks/deployment.py": lambda: (_docstring(REPO / "stacks" / "deployment.py"),
+                                     {name for name, _ in _composed_constructs()}),
+    "benchmarks/results.py": lambda: (_docstring(REPO / "benchmarks" / "results.py"),
+                                      _benchmarks_using_results()),
+}
+
+
+@pytest.mark.parametrize("where", DOCSTRING_INVENTORIES)
+def test_each_package_docstring_names_every_module_its_folder_holds(where):
+    """A package's docstring names each of its modules and subpackages; the launcher's list of
+    folders names each folder's modules; the deployment stack's names each construct it composes;
+    benchmarks/results.py's each script that records through it. Named: the name as a whole word
+    (`init_from` is not in `init_from_checkpoint`), in backticks, parentheses or a list alike."""
+    text, names = DOCSTRING_INVENTORIES[where]()
+    assert names, where
+    unnamed = sorted(name for name in names
+                     if not re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text))
+    assert not unnamed, f"{where} does not name {unnamed}"
 
 
 # --- The settings, the image's installs -------------------------------------------------------

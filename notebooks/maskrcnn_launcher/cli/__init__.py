@@ -1,2 +1,2 @@
 """`python -m maskrcnn_launcher`: main assembles each flow's commands (data, training, runs,
-serving)."""
+serving, labeling)."""
