@@ -105,8 +105,9 @@ $(VENV)/.installed: requirements.txt requirements-infra.txt requirements-dev.txt
 # Uninstalled first: pip would keep a Horovod built against the previous TensorFlow.
 # PIP_VERBOSE: pip shows the build's own output (cmake's "[ 45%] Building CXX object ..."), in the
 # log and in the step's progress lines. MAKEFLAGS: Horovod's setup.py runs `make -j8` only when
-# MAKEFLAGS is empty, and under `make -k` or `make -jN` it is not (nor does the jobserver reach
-# the build through pip): one job per core, whatever make was given.
+# MAKEFLAGS is empty; under `make -s`, `-k` or `-jN` it is not, and the build ran one job at a
+# time (`-jN`'s jobserver does not reach it through pip: "jobserver unavailable: using -j1").
+# One job per core, whatever make was given.
 $(VENV)/.horovod: $(VENV)/.installed horovod/build_wheel.sh $(wildcard horovod/*.patch)
 	@flock $(VENV)/.build.lock $(STEP) horovod "build and install Horovod 0.28.1 against .venv's TensorFlow" '\
 	  rm -rf $(HOROVOD_WHEEL_DIR); \

@@ -28,10 +28,12 @@ mkdir -p "$log_dir"
 : >"$log"
 start=$(date +%s)
 
-# The log's last line, skipping a compiler's command lines (thousands of characters, and
-# cmake's build prints one per file beside its short "[ 45%] Building CXX object ..." lines).
+# The log's last message: a line that starts with a capital letter (pip's "Collecting ...",
+# "Installing collected packages: ...", apt-get's "Unpacking ...") or is cmake's progress
+# ("[ 45%] Building CXX object ..."), not a command that make echoes nor a compiler's diagnostic.
 last_line() {
-  tr -d '\r' <"$log" | awk 'length($0) <= 200 && NF { line = $0 } END { print substr(line, 1, 120) }'
+  tr -d '\r' <"$log" | awk '/^[[:space:]]*(\[ *[0-9]+%\]|[A-Z])/ { line = $0 }
+    END { sub(/^[[:space:]]+/, "", line); print substr(line, 1, 120) }'
 }
 
 report_progress() {
