@@ -3,7 +3,6 @@ quoted table is compared with the JSON files the script wrote (committed beside 
 
 import json
 import re
-from pathlib import Path
 from tests.paths import REPO
 
 DIAGNOSIS = REPO / "benchmarks" / "diagnosis" / "tf2.21-strategies"

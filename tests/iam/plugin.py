@@ -6,7 +6,8 @@ this process and in the subprocesses it starts (tests/iam/recorder.py), and fail
 refuse one of them to that role under the synthesized template's policies (tests/iam/check.py):
 the calls are evaluated after the test's body, so a denial fails the test itself. The values the
 deployment publishes come from the fixture `iam_published` (the launcher tests' moto seed; stand-ins
-elsewhere); the template is synthesized once per session, when a test first made a call.
+elsewhere); the template is synthesized when a test first needs it and kept in the tests' build
+cache (tests/build_cache.py) for every pytest process while what it is made from is unchanged.
 
 A request played on emulated hosts (maskrcnn_local/sagemaker_job.py: the staging request in
 tests/training/test_sagemaker_job.py, the training requests of tests/training/playback.py) is
@@ -21,12 +22,15 @@ is (tests/iam/implied.py, training_job_runs_as_its_role).
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
+from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 import pytest
 
+from tests import build_cache
 from tests.iam import deployment as fake
 from tests.iam import recorder, template
 from tests.iam.check import Checker
@@ -36,6 +40,12 @@ EXPECTED = "iam_expect_denied"
 _RECORDING = pytest.StashKey[dict]()
 _CHECKERS: Dict[tuple, Checker] = {}
 _TEMPLATE: Dict[str, dict] = {}
+# What the synthesized template is made of: the app, its context, the stacks, the contract whose
+# names it publishes, what its assets hash (the training image's context, the notebooks), the
+# fake deployment's settings, and the CDK libraries.
+SYNTHESIZED_FROM = ("app.py", "cdk.json", "stacks", "contract/maskrcnn_contract", "training_code",
+                    "horovod", ".dockerignore", "notebooks", "tests/iam/deployment.py")
+CDK_PACKAGES = ("aws-cdk-lib", "constructs", "cdk-nag", "jsii")
 
 # Before any test makes a boto3 session. The CDK pipeline's Synth step runs tests/infra in an
 # environment of requirements-infra.txt alone, which has no botocore and makes no AWS call; a
@@ -57,10 +67,16 @@ def pytest_configure(config):
 
 
 def _template(synth_dir: Callable[[], str]) -> dict:
-    """The deployment stack's template of the fake deployment, synthesized on first use into
-    the directory `synth_dir` makes."""
+    """The deployment stack's template of the fake deployment: from the build cache, or
+    synthesized into the directory `synth_dir` makes (~15 s of CPU, most of it jsii's Node)."""
     if "stack" not in _TEMPLATE:
-        _TEMPLATE["stack"] = fake.synthesize(synth_dir())
+        digest = build_cache.key(SYNTHESIZED_FROM, CDK_PACKAGES)
+        with build_cache.entry("iam-template", digest) as directory:
+            cached = directory / "template.json"
+            if not cached.is_file():
+                cached.write_text(json.dumps(fake.synthesize(Path(synth_dir()))),
+                                  encoding="utf-8")
+            _TEMPLATE["stack"] = json.loads(cached.read_text(encoding="utf-8"))
     return _TEMPLATE["stack"]
 
 

@@ -1,7 +1,6 @@
 """Context validation: bad values fail before synth, naming the key and what is allowed."""
 
 import json
-from pathlib import Path
 
 import aws_cdk as cdk
 import pytest

@@ -5,7 +5,6 @@ this server only, the endpoint and its policy, and the server's ARN for launcher
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 

@@ -1,6 +1,5 @@
 """Notebook: private, encrypted, no root, IMDSv2; a role that launches jobs into the VPC only."""
 
-import base64
 import json
 
 from stacks.notebooks_asset import CONTRACT_PACKAGE_DIR, NOTEBOOKS_DIR

@@ -7,7 +7,6 @@ start (`entry_point.run`) is replaced by a recorder."""
 
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -15,6 +14,7 @@ from maskrcnn_launcher.training import jobs, submit
 from maskrcnn_launcher.training.options import LaunchOptions
 
 from tests.launcher.conftest import shared_boto_session
+from tests.paths import REPO
 
 DLC_PYTHON = REPO / ".venv-dlc" / "bin" / "python"
 HOSTS = ["algo-1", "algo-2"]
@@ -30,7 +30,6 @@ os.environ["SAGEMAKER_BASE_DIR"] = base
 sys.modules["tensorflow"] = types.ModuleType("tensorflow")
 from sagemaker_training import entry_point, environment, runner
 from sagemaker_tensorflow_container import training
-from tests.paths import REPO
 
 config = os.path.join(base, "input", "config")
 os.makedirs(config, exist_ok=True)

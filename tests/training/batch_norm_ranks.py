@@ -11,6 +11,8 @@ tests assert on:
   of every batch-norm layer, which layers' statistics differ between ranks or moved, and the
   backbone's first layer against the global batch's statistics. `frozen` restores a backbone
   checkpoint written from the `sync` model, its batch-norm weights set to distinctive values.
+- `replicas`: the job's end-of-run check that the ranks hold the same weights, against each
+  rank's own fingerprint of its weights, and with rank 1's weights made to differ.
 - `validation_losses`: the `sync` Trainer's evaluator computing the validation losses on its
   model (its share of the val split, every rank): which variables moved (none may), and which
   the same pass moves with its batch norm in training mode (the break the test names).
@@ -180,6 +182,31 @@ def model_steps(backend, job) -> dict:
     }
 
 
+def replicas(backend, job) -> dict:
+    """The job's end-of-run check that every rank holds the same weights
+    (Backend.check_replicas_equal, after which trainer.py prints "final weights fingerprints by
+    rank"), against what each rank computes of its own weights here: the same fingerprints after
+    the synchronized steps, and the check raising, naming them, once rank 1's first variable is
+    moved (then put back)."""
+    variables = job.model.variables
+    own = hashlib.sha256()
+    for variable in sorted(variables, key=lambda v: v.name):
+        own.update(np.ascontiguousarray(variable.numpy()).tobytes())
+    checked = backend.check_replicas_equal(variables)
+    moved = sorted(variables, key=lambda v: v.name)[0]
+    if backend.rank == 1:
+        moved.assign_add(tf.ones_like(moved))
+    try:
+        backend.check_replicas_equal(variables)
+        diverged = None
+    except RuntimeError as error:
+        diverged = str(error)
+    if backend.rank == 1:
+        moved.assign_sub(tf.ones_like(moved))
+    return {"own": backend.gather_objects(own.hexdigest()), "checked": checked,
+            "diverged": diverged}
+
+
 def validation_losses(backend, job) -> dict:
     """The evaluator's validation losses on `job`'s model (Horovod: the training model itself),
     then one batch of the same losses traced afresh without batch_norm_in_inference_mode: the
@@ -242,6 +269,7 @@ def main():
     }, "averaging": averaging_ranks.averaging_step(backend)}
     sync = build_trainer(backend, "sync", work_dir)
     results["sync"] = model_steps(backend, sync)
+    results["replicas"] = replicas(backend, sync)
     results["validation_losses"] = validation_losses(backend, sync)
 
     values = write_pretrained_backbone(backend, sync, os.path.join(work_dir, "pretrained", "ckpt"))

@@ -17,7 +17,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 from typing import Dict, Iterator, Optional, Tuple
 
 from tests.iam.deployment import BUCKET, REGION, SSM_PATH
@@ -53,6 +52,7 @@ class FakeDeployment:
         self.bucket, self.region = BUCKET, REGION
         self._clients: Dict[str, object] = {}
         self._vpc_id: Optional[str] = None
+        self.last_tuning_request: Optional[dict] = None
 
     def client(self, service: str):
         import boto3
@@ -116,7 +116,9 @@ class FakeDeployment:
         """The CreateTrainingJob request of one candidate of the tuning job the launcher builds
         for the same launch as `training_request`, with `tuned` searched (a log-scaled decade
         around its value), as SageMaker derives it (the launcher's tuning.candidate_request,
-        docs/aws-rules.md TUN-3): the candidate tries the value `hyperparameters` give."""
+        docs/aws-rules.md TUN-3): the candidate tries the value `hyperparameters` give. The
+        tuning job's own request is kept as `last_tuning_request`, for a test to derive the
+        candidate again by itself."""
         import boto3
         from maskrcnn_launcher.deployment import settings
         from maskrcnn_launcher.training import tuning
@@ -136,6 +138,7 @@ class FakeDeployment:
             deployment = settings.load(session.client("ssm"), SSM_PATH)
             built = tuning.tuning_job(deployment, options, search, session, echo=lambda line: None)
             request = tuning.send(built, deployment, None, dry_run=True)
+        self.last_tuning_request = request
         return tuning.candidate_request(request, {tuned: hyperparameters[tuned]})
 
     def staging_request(self) -> dict:

@@ -28,18 +28,8 @@ from maskrcnn_contract import hyperparameters, job_io, metrics
 from maskrcnn_local import local_run, sagemaker_job
 
 from tests.iam.plugin import PlayedJob
+from tests.training.job_runs import TINY
 
-# What the local runs of these tests train with (local_run arguments); the requests carry the same.
-TINY = ["--train-images", "16", "--val-images", "8", "--image-size", "64",
-        "--hp", "log_every_steps=5", "--hp", "checkpoint_every_steps=10",
-        "--hp", "eval_every_epochs=0", "--hp", "warmup_steps=5", "--hp", "lr_decay_epochs=",
-        # The demo's rate is tuned for 1200 steps on 400 images; these runs of 20 to 200 steps on
-        # 16 images assert that the loss falls, calibrated at this one.
-        "--hp", "base_learning_rate=0.01",
-        # Tracing the validation losses' step costs every evaluating rank ~10-15 s of CPU; the
-        # runs that check them (test_evaluation_job.py, test_batch_norm.py, test_stall.py's
-        # evaluation phase) do not use these settings or set it back.
-        "--hp", "validation_losses=false"]
 # The file systems' directories as a deployment lays them out (tests/launcher/conftest.py).
 DATA_PATH = "datasets/coco2017"
 
@@ -96,6 +86,7 @@ class Run:
     finished_at: float
     stderr: str = ""
     final: dict = dataclasses.field(default_factory=dict)
+    tuning_request: Optional[dict] = None  # the tuning job's, when the request is a candidate
     tensorboard: str = ""  # what SageMaker uploads of the hosts' TensorBoard output (a copy)
 
 
@@ -137,7 +128,8 @@ def play_training(fake, work, distribution: str, data_source: str, max_steps: in
         text += f"failure (job failure reason):\n{played.job.failure_reason}\n"
     return Run(request, played, text, time.time() - started, time.time(),
                final=metrics.last_values(text),
-               tensorboard=_uploaded_tensorboard(work, request, played))
+               tensorboard=_uploaded_tensorboard(work, request, played),
+               tuning_request=fake.last_tuning_request if tuning_candidate else None)
 
 
 def _uploaded_tensorboard(work, request: dict, played: sagemaker_job.Played) -> str:

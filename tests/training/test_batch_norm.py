@@ -10,6 +10,7 @@ test_experiment.py.
 
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -17,7 +18,10 @@ import pytest
 from maskrcnn_job.data import coco_to_tfrecord
 from maskrcnn_local import local_run
 
-from .test_job import _single_rank_layout, _train_single_rank
+from tests.training.job_runs import single_rank_layout, train_single_rank
+
+# Starts training runs (make check leaves it to make test).
+pytestmark = pytest.mark.end_to_end
 
 RANKS_PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "batch_norm_ranks.py")
 SYNC = "HorovodSyncBatchNormalization"
@@ -76,6 +80,19 @@ def test_sync_every_batch_norm_of_the_model_is_synchronized(results):
         assert step["first_error_vs_global"] < 1e-4
 
 
+def test_the_final_weights_check_compares_each_ranks_weights_and_fails_when_they_differ(results):
+    """What test_job.py's "final weights fingerprints by rank" line rests on: the job's check
+    (Backend.check_replicas_equal) gives each rank's fingerprint of the weights it holds, as the
+    rank computes it itself (batch_norm_ranks.replicas), equal after synchronized steps; and
+    with rank 1's weights made to differ it raises, naming both fingerprints."""
+    replicas = results["replicas"]
+    assert replicas["checked"] == replicas["own"] and len(set(replicas["own"])) == 1
+    assert replicas["diverged"] is not None, "a divergence passed the check"
+    assert replicas["diverged"].startswith("replicas diverged: weight fingerprints per rank [")
+    named = re.findall(r"[0-9a-f]{64}", replicas["diverged"])
+    assert len(named) == 2 and named[0] == replicas["own"][0] and named[1] != named[0]
+
+
 def test_the_validation_losses_move_no_weight_and_no_batch_norm_statistic(results):
     """The evaluator's validation losses (the model in training mode for the sampled proposals,
     its batch norm in inference mode, no gradient) leave every variable of the model as it was,
@@ -111,8 +128,8 @@ def test_frozen_without_a_pretrained_channel_is_refused_with_the_fix(tmp_path):
     """The default (no batch_norm hyperparameter) is frozen; the job has no `pretrained` channel."""
     dataset = tmp_path / "dataset"
     dataset.mkdir()
-    opt_ml = _single_rank_layout(tmp_path, {}, {"train": dataset})
-    result = _train_single_rank(opt_ml)
+    opt_ml = single_rank_layout(tmp_path, {}, {"train": dataset})
+    result = train_single_rank(opt_ml)
     assert result.returncode != 0
     failure = (opt_ml / "output" / "failure").read_text()
     assert "HyperparameterError: batch_norm=frozen" in failure, failure

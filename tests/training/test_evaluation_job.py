@@ -35,6 +35,9 @@ from maskrcnn_contract import hyperparameters, metrics
 from maskrcnn_job.evaluation import report
 from tests.paths import REPO
 
+# Starts training runs (make check leaves it to make test).
+pytestmark = pytest.mark.end_to_end
+
 # 8 steps per epoch (16 images, 2 per step); the drops at epochs 0.5, 1, 1.5 of 2 fall at steps
 # 1, 2, 3 of max_steps=4 (schedule.py): 0.01 for step 1, then 1e-3, 1e-4, 1e-5.
 RUN = ["--ranks", "1", "--train-images", "16", "--val-images", "8", "--image-size", "64",
@@ -97,7 +100,7 @@ def test_a_run_with_early_stopping_stops_on_a_plateau_and_exports_its_best_check
     """Stopped after the evaluation of step 2 of 4, saying why; the SavedModel holds the best
     checkpoint's weights (step 1), not those the run stopped with (its rolling checkpoint of step
     2), and the log says which step it exports, the last one's figure beside it."""
-    from tests.training.test_job import _model_values
+    from tests.training.job_runs import model_values
 
     stdout = run["stdout"]
     assert re.search(rf"early stopping at step {STOP_STEP}: eval/segm_AP has not improved on step "
@@ -108,9 +111,9 @@ def test_a_run_with_early_stopping_stops_on_a_plateau_and_exports_its_best_check
                      rf"the last, step {STOP_STEP}: eval/segm_AP \S+", stdout)
     assert not re.search(r"^step [34]/4 ", stdout, re.M)  # no step after the stop
     checkpoints = run["opt_ml"] / "checkpoints"
-    exported = _model_values(run["opt_ml"] / "model" / "1" / "variables" / "variables")
-    best = _model_values(checkpoints / "best" / f"ckpt-{BEST_STEP}")
-    last = _model_values(checkpoints / f"ckpt-{STOP_STEP}")
+    exported = model_values(run["opt_ml"] / "model" / "1" / "variables" / "variables")
+    best = model_values(checkpoints / "best" / f"ckpt-{BEST_STEP}")
+    last = model_values(checkpoints / f"ckpt-{STOP_STEP}")
     assert exported == best
     assert sum(best[k] != last[k] for k in best) > 0  # the stop step's weights are others
     # The best is kept apart from the rolling checkpoints, with what a resumed job reads back.

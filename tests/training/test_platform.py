@@ -5,17 +5,16 @@ import ctypes
 import json
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from maskrcnn_job import job
+from tests.paths import REPO
 
 PROBE = """
 import importlib.metadata as m, json, os
 os.environ["TF_USE_LEGACY_KERAS"] = "1"  # as the image sets it (training_code/Dockerfile)
 import tensorflow as tf
-from tests.paths import REPO
 versions = {}
 for name in ("tensorflow", "tf-keras", "tf-models-official", "sagemaker-training",
              "sagemaker-tensorflow-training", "keras", "numpy", "pillow"):

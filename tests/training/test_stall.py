@@ -14,16 +14,17 @@ parameter server: test_strategies.py (resuming its module's runs, which saves th
 import os
 import re
 import signal
-import subprocess
-import sys
-import threading
 import time
+
+import pytest
 
 from maskrcnn_job.training import watchdog
 
-from tests.training.playback import TINY
-from tests.training.test_job import _opt_ml, measured
-from tests.training.test_strategies import _process_with
+from tests.training import job_runs
+from tests.training.job_runs import measured
+
+# Starts training runs (make check leaves it to make test).
+pytestmark = pytest.mark.end_to_end
 
 SLOW_EVALUATION_TRAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                      "slow_evaluation_train.py")
@@ -42,26 +43,19 @@ def _run_and_stop(work_dir, args, variable, when_line_matches, timeout=420):
     """A local run in which the process with `variable` is stopped (SIGSTOP) once a line matching
     `when_line_matches` is out. Returns (exit status, output, {line pattern: first time seen},
     stop time, end time)."""
-    command = [sys.executable, "-m", "maskrcnn_local.local_run", "--work-dir", str(work_dir),
-               *TINY, *args, "--timeout", str(timeout - 30)]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, bufsize=1)
-    killer = threading.Timer(timeout, process.kill)
-    killer.start()
-    lines, stopped_at, seen = [], None, {}
-    try:
-        for line in process.stdout:
-            lines.append(line)
-            for pattern in (r"training steps 1\.\.", r"step 5/", r"evaluation at step \d+ took"):
-                if pattern not in seen and re.search(pattern, line):
-                    seen[pattern] = time.time()
-            if stopped_at is None and re.search(when_line_matches, line):
-                os.kill(_process_with(process.pid, variable), signal.SIGSTOP)
-                stopped_at = time.time()
-        status = process.wait()
-    finally:
-        killer.cancel()
-    return status, "".join(lines), seen, stopped_at, time.time()
+    seen = {}
+
+    def on_line(line: str, root: int) -> bool:
+        for pattern in (r"training steps 1\.\.", r"step 5/", r"evaluation at step \d+ took"):
+            if pattern not in seen and re.search(pattern, line):
+                seen[pattern] = time.time()
+        if re.search(when_line_matches, line):
+            os.kill(job_runs.process_with(root, variable), signal.SIGSTOP)
+            return True
+        return False
+
+    status, output, stopped_at, ended_at = job_runs.run_watching(work_dir, args, on_line, timeout)
+    return status, output, seen, stopped_at, ended_at
 
 
 def test_a_stopped_horovod_rank_fails_the_job_naming_the_stall(tmp_path):
@@ -109,7 +103,7 @@ def test_a_stopped_horovod_rank_fails_the_job_naming_the_stall(tmp_path):
     assert re.fullmatch(r"rank 0 on algo-1 stalled: no progress for 0\.1[5-9] min in phase train "
                         r"\(last finished step 15\); not answering: rank 1 on algo-2", first), \
         reason[:1500]
-    assert (_opt_ml(tmp_path, "algo-1") / "output" / "failure").read_text().startswith(first)
+    assert (job_runs.opt_ml(tmp_path, "algo-1") / "output" / "failure").read_text().startswith(first)
     assert "every thread's stack:" in output
     seconds = measured("horovod: rank stopped to the job's end (s)", ended_at - stopped_at)
     assert seconds < STEP_BUDGET_MINUTES * 60 + END_AFTER_BUDGET_SECONDS

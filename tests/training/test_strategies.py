@@ -28,19 +28,17 @@ strategies).
 import os
 import re
 import signal
-import subprocess
-import sys
-import threading
 import time
 
 import pytest
 
-from tests.paths import REPO
-from tests.training import playback
-from tests.training.processes import descendants as _descendants
-from tests.training.test_job import (FAILING_TRAIN, TINY, _assert_exports_the_trained_weights,
-                                     _files, _fingerprints, _local_run, _losses, _model_values,
-                                     _opt_ml, assert_the_loss_falls, measured)
+from tests.launcher import cli as launcher_cli
+from tests.training import job_runs, playback
+from tests.training.job_runs import FAILING_TRAIN, measured
+from tests.training.learning import assert_the_loss_falls, assert_the_rpn_learns
+
+# Starts training runs (make check leaves it to make test).
+pytestmark = pytest.mark.end_to_end
 
 # Measured 2026-11-24 on this 2-core machine, loaded (test_job.py's FAILURE_TO_END_SECONDS):
 # from a worker's failure to the job's end 3.6 s (MultiWorkerMirroredStrategy), from a parameter
@@ -73,110 +71,39 @@ MIRRORED_MAX_STEPS, MIRRORED_STEPS, MIRRORED_BEST = 25, 20, 5
 PS_STEPS, PS_BEST = 40, 20
 
 
-def _steps(output):
-    return [int(s) for s in re.findall(r"train/step: (\d+)$", output, re.M)]
-
-
 def _resume_with_a_failure(work, distribution, max_steps, inject):
     """Resumes the run in `work` with task/rank `inject` = RANK:STEP failing on purpose."""
-    run = _local_run(work, "--distribution", distribution, "--hosts", "2",
+    run = job_runs.run(work, "--distribution", distribution, "--hosts", "2",
                      "--hp", f"max_steps={max_steps}", "--resume", "--program", FAILING_TRAIN,
                      "--container-env", f"INJECT_FAILURE={inject}")
     assert run.returncode != 0
     return run
 
 
-def _kill_task(root: int, task: str, sig: int = signal.SIGKILL) -> int:
-    """Sends `sig` to the one process below `root` (this run's: the test process for a playback,
-    the local run's process otherwise) that runs `task` (the job's tasks carry
-    --tf_task=TYPE:INDEX in their arguments), and no other process; returns its id. Another run
-    on this machine, even of the same job, is not below `root`."""
-    argument = f"--tf_task={task}".encode()
-    matches = []
-    for pid in _descendants(root):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                arguments = f.read().split(b"\0")
-        except OSError:
-            continue
-        if argument in arguments:
-            matches.append(pid)
-    assert len(matches) == 1, f"processes of task {task} below {root}: {matches}"
-    os.kill(matches[0], sig)
-    return matches[0]
-
-
-def _process_with(root: int, variable: str) -> int:
-    """The one training process below `root` whose environment holds `variable` (NAME=VALUE).
-    A shell that started it with the same environment and command line (the toolkit's process
-    runner starts the program through `sh -c`) is left out: the one below it is the program."""
-    matches = []
-    for pid in _descendants(root):
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                environment = f.read().split(b"\0")
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                command = f.read()
-        except OSError:
-            continue
-        if variable.encode() in environment and b"train.py" in command:
-            matches.append(pid)
-    matches = [pid for pid in matches if not set(_descendants(pid)) & set(matches)]
-    assert len(matches) == 1, f"processes with {variable} below {root}: {matches}"
-    return matches[0]
-
-
 def _stop_mirrored_worker(root: int, host: str) -> int:
     """SIGSTOPs the one MultiWorkerMirroredStrategy worker on `host` (the toolkit starts one
     training process a host, with SM_CURRENT_HOST); returns its id."""
-    pid = _process_with(root, f"SM_CURRENT_HOST={host}")
+    pid = job_runs.process_with(root, f"SM_CURRENT_HOST={host}")
     os.kill(pid, signal.SIGSTOP)
     return pid
 
 
-def _run_and_kill(work_dir, args, task, when_line_matches, timeout=900, sig=signal.SIGKILL,
-                  send=None):
-    """A local run during which its task `task` (TYPE:INDEX) is sent `sig` (SIGKILL) once a
-    line matching `when_line_matches` appears, or `send(root)` runs then where given. Returns
-    (exit status, output, the time it was sent or None, end time)."""
-    command = [sys.executable, "-m", "maskrcnn_local.local_run", "--work-dir", str(work_dir),
-               *TINY, *args, "--timeout", str(timeout - 30)]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, bufsize=1)
-    watchdog = threading.Timer(timeout, process.kill)
-    watchdog.start()
-    lines, killed_at = [], None
-    try:
-        for line in process.stdout:
-            lines.append(line)
-            if killed_at is None and re.search(when_line_matches, line):
-                if send is not None:
-                    send(process.pid)
-                else:
-                    _kill_task(process.pid, task, sig)
-                killed_at = time.time()
-        status = process.wait()
-    except BaseException:
-        # Not left running (a failed look-up of the task): SIGINT lets local_run stop its hosts.
-        process.send_signal(signal.SIGINT)
-        try:
-            process.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
-        raise
-    finally:
-        watchdog.cancel()
-    return status, "".join(lines), killed_at, time.time()
+def _when(pattern: str, act):
+    """For job_runs.run_watching: `act(pid of local_run)` once a line matches `pattern`."""
+    def on_line(line: str, root: int) -> bool:
+        if re.search(pattern, line):
+            act(root)
+            return True
+        return False
+    return on_line
 
 
 def _exported_best(model_dir, checkpoints, best: int, last: int) -> dict:
-    """For _assert_exports_the_trained_weights: the SavedModel's values, the best evaluation's
-    checkpoint's (kept apart in <checkpoints>/best/) as the ones it must hold, and the last
-    checkpoint's as the ones most of them must differ from."""
-    return {"export": _model_values(os.path.join(model_dir, "1", "variables", "variables")),
-            "last": _model_values(os.path.join(checkpoints, "best", f"ckpt-{best}")),
-            "earlier": _model_values(os.path.join(checkpoints, f"ckpt-{last}"))}
+    """The SavedModel's values, the best evaluation's checkpoint's (kept apart in
+    <checkpoints>/best/) as the ones it must hold, and the last checkpoint's as the ones most of
+    them must differ from."""
+    return job_runs.exported_values(model_dir, os.path.join(checkpoints, "best", f"ckpt-{best}"),
+                                    os.path.join(checkpoints, f"ckpt-{last}"))
 
 
 @pytest.fixture(scope="module")
@@ -186,28 +113,31 @@ def mirrored(tmp_path_factory, launcher_deployment):
     first = playback.play_training(launcher_deployment, work, "multi_worker_mirrored", "efs",
                                    max_steps=MIRRORED_MAX_STEPS, hyperparameters=EARLY_STOP)
     assert first.played.succeeded, first.stdout[-5000:]
-    snapshot = {host: (_files(_opt_ml(work, host) / "checkpoints"),
-                       _files(_opt_ml(work, host) / "model")) for host in ("algo-1", "algo-2")}
-    weights = _exported_best(first.played.model_dir, _opt_ml(work, "algo-1") / "checkpoints",
+    snapshot = {host: (job_runs.files(job_runs.opt_ml(work, host) / "checkpoints"),
+                       job_runs.files(job_runs.opt_ml(work, host) / "model")) for host in ("algo-1", "algo-2")}
+    weights = _exported_best(first.played.model_dir, job_runs.opt_ml(work, "algo-1") / "checkpoints",
                              MIRRORED_BEST, MIRRORED_STEPS)
     return {"work": work, "first": first, "snapshot": snapshot, "weights": weights}
 
 
-def test_mirrored_the_toolkit_wrote_tf_config_and_the_loss_falls(mirrored):
+def test_mirrored_the_toolkit_wrote_tf_config_and_the_losses_fall(mirrored):
     output = mirrored["first"].stdout
     assert "Running distributed training job with multi_worker_mirrored_strategy setup" in output
     assert "multi_worker_mirrored: 2 replica(s) per step on 2 host(s)" in output
     assert "mpirun" not in output
-    losses = _losses(output)
+    losses = job_runs.losses(output)
     assert len(losses) == 4
     assert_the_loss_falls("multi_worker_mirrored", losses)
+    rpn_score_losses = job_runs.losses(output, "rpn_score_loss")
+    assert len(rpn_score_losses) == 4
+    assert_the_rpn_learns("multi_worker_mirrored", rpn_score_losses)
 
 
 def test_mirrored_replicas_end_identical_and_evaluate(mirrored):
     from maskrcnn_contract import metrics
 
     output = mirrored["first"].stdout
-    fingerprints = _fingerprints(output)
+    fingerprints = job_runs.fingerprints(output)
     assert len(fingerprints) == 2 and len(set(fingerprints.values())) == 1
     # Evaluated at steps 5, 10, 15 and 20, then stopped early by both workers (a worker that
     # trained on would wait for the other's collectives until the job's end).
@@ -233,7 +163,7 @@ def test_mirrored_checkpoints_and_exports_only_the_chiefs_copy(mirrored):
     # best/ckpt-5's values, not the last ckpt-20's.
     assert re.search(rf"exporting the best evaluation, step {MIRRORED_BEST} \(eval/segm_AP \S+\); "
                      rf"the last, step {MIRRORED_STEPS}", mirrored["first"].stdout)
-    _assert_exports_the_trained_weights(mirrored["weights"])
+    job_runs.assert_exports_the_trained_weights(mirrored["weights"])
 
 
 def test_mirrored_the_efs_channel_is_the_file_systems_directory(mirrored):
@@ -249,7 +179,7 @@ def test_mirrored_resumes_and_a_failing_worker_fails_the_job_fast(mirrored):
     assert "resumed from /opt/ml/checkpoints/ckpt-20 at step 20" in run.stdout
     assert re.search(r"failure \(job failure reason\):\n.*worker 1 on algo-2: RuntimeError: "
                      r"injected failure at step 23", run.stdout), run.stdout[-3000:]
-    failed_at = (_opt_ml(work, "algo-2") / "output" / "failure").stat().st_mtime
+    failed_at = (job_runs.opt_ml(work, "algo-2") / "output" / "failure").stat().st_mtime
     seconds = measured("multi_worker_mirrored: failure to the job's end (s)",
                        run.finished_at - failed_at)
     assert seconds < FAILURE_TO_END_SECONDS["multi_worker_mirrored"]
@@ -262,12 +192,11 @@ def test_mirrored_a_stopped_worker_fails_the_job_naming_it(mirrored):
     run's is a minute, so that the order is sure). Worker 0 fails naming worker 1 and its host,
     and its status server confirms it frozen (not answering) rather than gone."""
     work = mirrored["work"]
-    status, output, stopped_at, ended_at = _run_and_kill(
+    status, output, stopped_at, ended_at = job_runs.run_watching(
         work, ["--distribution", "multi_worker_mirrored", "--hosts", "2", "--hp", "max_steps=60",
                "--resume", "--hp", "stall_timeout_minutes=1",
                "--hp", "stall_timeout_slow_phases_minutes=5"],
-        None, r"^\[algo-1\].*\bstep 25/60 ",
-        send=lambda root: _stop_mirrored_worker(root, "algo-2"))
+        _when(r"^\[algo-1\].*\bstep 25/60 ", lambda root: _stop_mirrored_worker(root, "algo-2")))
     assert stopped_at is not None, output[-5000:]
     assert "resumed from /opt/ml/checkpoints/ckpt-20 at step 20" in output
     assert status != 0
@@ -277,7 +206,7 @@ def test_mirrored_a_stopped_worker_fails_the_job_naming_it(mirrored):
     assert first == ("worker 0 on algo-1: PeerLostError: TensorFlow's coordination service lost "
                      "worker 1 on algo-2 (no heartbeats within its timeout); not answering: "
                      "worker 1 on algo-2"), reason[:1500]
-    assert (_opt_ml(work, "algo-1") / "output" / "failure").read_text().startswith(first)
+    assert (job_runs.opt_ml(work, "algo-1") / "output" / "failure").read_text().startswith(first)
     seconds = measured("multi_worker_mirrored: worker stopped to the job's end (s)",
                        ended_at - stopped_at)
     assert seconds < TF_HEARTBEAT_TIMEOUT_SECONDS + END_AFTER_BUDGET_SECONDS["multi_worker_mirrored"]
@@ -293,7 +222,9 @@ def parameter_servers(tmp_path_factory, launcher_deployment):
         # this process's children (the playback runs them from here).
         if not killed and re.search(r"^\[algo-1\] step 5/40", line):
             try:
-                killed["pid"], killed["at"] = _kill_task(os.getpid(), "worker:1"), time.time()
+                killed["pid"] = job_runs.task_process(os.getpid(), "worker:1")
+                os.kill(killed["pid"], signal.SIGKILL)
+                killed["at"] = time.time()
             except AssertionError as error:  # raised in the hosts' output reader: kept for below
                 killed["error"] = str(error)
 
@@ -303,9 +234,9 @@ def parameter_servers(tmp_path_factory, launcher_deployment):
                                                         eval_every_epochs="2.5"))
     assert first.played.succeeded, first.stdout[-6000:]
     assert "pid" in killed, f"worker:1 was not killed: {killed}"
-    snapshot = {host: (_files(_opt_ml(work, host) / "checkpoints"),
-                       _files(_opt_ml(work, host) / "model")) for host in ("algo-1", "algo-2")}
-    weights = _exported_best(first.played.model_dir, _opt_ml(work, "algo-1") / "checkpoints",
+    snapshot = {host: (job_runs.files(job_runs.opt_ml(work, host) / "checkpoints"),
+                       job_runs.files(job_runs.opt_ml(work, host) / "model")) for host in ("algo-1", "algo-2")}
+    weights = _exported_best(first.played.model_dir, job_runs.opt_ml(work, "algo-1") / "checkpoints",
                              PS_BEST, PS_STEPS)
     return {"work": work, "first": first.stdout, "killed_at": killed["at"], "snapshot": snapshot,
             "run": first, "weights": weights}
@@ -315,8 +246,9 @@ def test_parameter_servers_finish_after_losing_a_worker(parameter_servers):
     output = parameter_servers["first"]
     assert parameter_servers["killed_at"] is not None
     assert "worker worker:1 on algo-2 was killed by signal SIGKILL; restarting it (1/3)" in output
-    assert _steps(output)[-1] >= 40
-    assert_the_loss_falls("parameter_server", _losses(output))
+    assert job_runs.steps(output)[-1] >= 40
+    assert_the_loss_falls("parameter_server", job_runs.losses(output))
+    assert_the_rpn_learns("parameter_server", job_runs.losses(output, "rpn_score_loss"))
     assert "algo-1: exit status 0" in output and "algo-2: exit status 0" in output
 
 
@@ -335,10 +267,10 @@ def test_parameter_servers_export_the_values_the_ps_tasks_trained(parameter_serv
     (the best evaluation's, restored into the PS tasks' variables and read back through the
     chief at the end), and those differ from the last ckpt-40's: a stale or unrefreshed inference
     copy, or values that never reached the PS tasks, fail it."""
-    assert len(_fingerprints(parameter_servers["first"])) == 1
+    assert len(job_runs.fingerprints(parameter_servers["first"])) == 1
     assert re.search(rf"exporting the best evaluation, step {PS_BEST} \(eval/segm_AP \S+\); "
                      rf"the last, step {PS_STEPS}", parameter_servers["first"])
-    _assert_exports_the_trained_weights(parameter_servers["weights"])
+    job_runs.assert_exports_the_trained_weights(parameter_servers["weights"])
 
 
 def test_parameter_servers_checkpoint_on_the_chief_and_export(parameter_servers):
@@ -363,11 +295,12 @@ def test_parameter_servers_resume_and_a_stopped_ps_fails_the_job_naming_it(param
     wait for its variables, the chief's watchdog fires, and every host's supervisor says how its
     tasks are: ps:1 stopped."""
     work = parameter_servers["work"]
-    status, output, stopped_at, ended_at = _run_and_kill(
+    status, output, stopped_at, ended_at = job_runs.run_watching(
         work, ["--distribution", "parameter_server", "--hosts", "2", "--hp", "max_steps=200",
                "--resume", "--hp", f"stall_timeout_minutes={STALL_BUDGET_MINUTES}",
                "--hp", "stall_timeout_slow_phases_minutes=5"],
-        "ps:1", r"^\[algo-1\] step \d+/200", sig=signal.SIGSTOP)
+        _when(r"^\[algo-1\] step \d+/200",
+              lambda root: os.kill(job_runs.task_process(root, "ps:1"), signal.SIGSTOP)))
     assert re.search(r"resumed from /opt/ml/checkpoints/ckpt-4\d at step 4\d", output), \
         output[-3000:]
     assert status != 0
@@ -379,7 +312,7 @@ def test_parameter_servers_resume_and_a_stopped_ps_fails_the_job_naming_it(param
                         r"algo-2; answering: the supervisor on algo-1 \(running: ps:0, worker:0, "
                         r"chief:0\), the supervisor on algo-2 \(running: worker:1\)", first), \
         reason[:1500]
-    assert (_opt_ml(work, "algo-1") / "output" / "failure").read_text().startswith(first)
+    assert (job_runs.opt_ml(work, "algo-1") / "output" / "failure").read_text().startswith(first)
     seconds = measured("parameter_server: PS stopped to the job's end (s)", ended_at - stopped_at)
     assert seconds < STALL_BUDGET_MINUTES * 60 + END_AFTER_BUDGET_SECONDS["parameter_server"]
 
@@ -479,9 +412,7 @@ def test_runs_and_compare_show_the_played_jobs_figures(mirrored, parameter_serve
                        MASKRCNN_TENSORBOARD_DIR=str(tmp_path / "tensorboard"))
 
     def cli(*args):
-        result = subprocess.run([sys.executable, "-m", "maskrcnn_launcher", *args],
-                                cwd=os.path.join(REPO, "notebooks"),
-                                capture_output=True, text=True, timeout=300, env=environment)
+        result = launcher_cli.run(environment, *args, timeout=300)
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
         return result.stdout.splitlines()
 
