@@ -64,6 +64,8 @@ from typing import Dict, List, Optional, Tuple
 
 import boto3
 from moto.core import DEFAULT_ACCOUNT_ID
+from moto.logs.models import logs_backends
+from moto.s3.models import s3_backends
 from moto.sagemaker.models import sagemaker_backends
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import make_server
@@ -243,6 +245,20 @@ class WarmPool:
         return answer
 
 
+class _Dispatcher(DomainDispatcherApplication):
+    """moto's dispatcher, the backend of each host looked up once: moto's own lookup lists its
+    package's ~175 folders for every request (~3 s of CPU a run of the launcher tests)."""
+
+    def __init__(self, create_app):
+        super().__init__(create_app)
+        self._backends: Dict[Optional[str], object] = {}
+
+    def get_backend_for_host(self, host):
+        if host not in self._backends:
+            self._backends[host] = super().get_backend_for_host(host)
+        return self._backends[host]
+
+
 class FakeAws:
     def __init__(self, region: str, play_transforms: bool = True):
         """`play_transforms`: False leaves a transform job as moto keeps it (Completed, nothing
@@ -271,7 +287,7 @@ class FakeAws:
         self._lock = threading.Lock()
         self._session = boto3.session.Session(region_name=region)
         self._clients: Dict[str, object] = {}
-        self._app = DomainDispatcherApplication(create_backend_app)
+        self._app = _Dispatcher(create_backend_app)
         self._server = make_server("127.0.0.1", 0, self._wsgi, threaded=True,
                                    request_handler=MotoRequestHandler)
         self.endpoint = f"http://127.0.0.1:{self._server.server_port}"
@@ -306,6 +322,13 @@ class FakeAws:
 
     def sagemaker_backend(self):
         return sagemaker_backends[DEFAULT_ACCOUNT_ID][self.region]
+
+    @staticmethod
+    def stored_object(bucket: str, key: str) -> Optional[bytes]:
+        """The object's bytes as moto stores them (None if there is none), read without a
+        request: for the tests' own set-up."""
+        stored = s3_backends[DEFAULT_ACCOUNT_ID]["aws"].get_object(bucket, key)
+        return None if stored is None else stored.value
 
     def updates_since(self, start: int) -> List[dict]:
         """The UpdateTrainingJob requests as sent from index `start` on."""
@@ -641,20 +664,24 @@ class FakeAws:
             return figures
         definitions = sent[-1]["AlgorithmSpecification"].get("MetricDefinitions", [])
         last = {}
-        logs = self.client("logs")
-        try:
-            streams = logs.describe_log_streams(logGroupName=LOG_GROUP,
-                                                logStreamNamePrefix=name + "/")["logStreams"]
-        except logs.exceptions.ResourceNotFoundException:
-            streams = []
-        for event in (e for stream in streams for e in _log_events(logs, stream)):
+        for event in self._log_events(name):
             for definition in definitions:
-                found = re.search(definition["Regex"], event["message"])
-                if found and event["timestamp"] >= last.get(definition["Name"], (0,))[0]:
-                    last[definition["Name"]] = (event["timestamp"], float(found.group(1)))
+                found = re.search(definition["Regex"], event.message)
+                if found and event.timestamp >= last.get(definition["Name"], (0,))[0]:
+                    last[definition["Name"]] = (event.timestamp, float(found.group(1)))
         return dict(figures, FinalMetricDataList=[
             {"MetricName": metric, "Value": value, "Timestamp": stamp / 1000}
             for metric, (stamp, value) in last.items()])
+
+    def _log_events(self, job: str) -> list:
+        """The events of the job's log streams, as DescribeLogStreams (by name) and GetLogEvents
+        (by time) give them, read from moto's store: a listing of runs describes every job of
+        the deployment (runs/table.py), and three requests for each were ~3.5 s of CPU a run of
+        the launcher tests."""
+        group = logs_backends[DEFAULT_ACCOUNT_ID][self.region].groups.get(LOG_GROUP)
+        streams = sorted((group.streams if group else {}).items())
+        return [event for stream_name, stream in streams if stream_name.startswith(job + "/")
+                for event in sorted(stream.events, key=lambda e: e.timestamp)]
 
     def _update_training_job(self, params: Dict, start_response):
         """UpdateTrainingJob of a warm pool's keep-alive, refused as SageMaker would (the error
@@ -844,18 +871,6 @@ def _candidate_values(ranges: Dict, number: int) -> Dict[str, str]:
                       else (low + high) / 2)
             values[item["Name"]] = str((low, high, kind(middle))[number - 1])
     return values
-
-
-def _log_events(logs, stream: dict):
-    """Every event of a stream of the training jobs' log group, page by page."""
-    kwargs = {"logGroupName": LOG_GROUP, "logStreamName": stream["logStreamName"],
-              "startFromHead": True}
-    while True:
-        page = logs.get_log_events(**kwargs)
-        yield from page["events"]
-        if not page["events"] or page["nextForwardToken"] == kwargs.get("nextToken"):
-            return
-        kwargs["nextToken"] = page["nextForwardToken"]
 
 
 def _json_answer(start_response, status: str, code: str = None, message: str = None,

@@ -9,6 +9,7 @@ import pytest
 from maskrcnn_contract import job_io
 from nbclient import NotebookClient
 
+from tests.launcher import kernels
 from tests.launcher.conftest import (BUCKET, FSX_MOUNT_NAME, INFERENCE_IMAGES, JOB_PREFIX,
                                      NOTEBOOKS, completed_training_job, model_key,
                                      shared_boto_session)
@@ -32,7 +33,9 @@ def execute(name: str, parameters: dict = None, until: int = None) -> str:
                 index = next(i for i, line in enumerate(lines) if line.startswith(f"{key} ="))
                 lines[index] = f"{key} = {value!r}"
             cell.source = "\n".join(lines)
+    # The kernel forked from one that imported ipykernel and the SDK already (kernels.py).
     NotebookClient(nb, timeout=180, kernel_name="python3",
+                   kernel_manager_class=kernels.KernelManager,
                    resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
     texts = []
     for cell in nb.cells:

@@ -3,6 +3,7 @@ options that are refused before anything is built."""
 
 import copy
 import dataclasses
+import functools
 
 import pytest
 
@@ -20,6 +21,17 @@ def sent(deployment, **options):
     """The request as the SDK would send it (a dry run: validated, not sent)."""
     launch = jobs.training_job(deployment, LaunchOptions(**options), shared_boto_session())
     return submit.send(launch, deployment, dry_run=True)
+
+
+@functools.cache
+def _valid(deployment, data_source: str) -> dict:
+    """A valid request of `data_source`, built once for the tests that spoil a copy of it (each
+    build ~0.3 s of CPU); its AWS calls are evaluated in the test that built it."""
+    return sent(deployment, data_source=data_source)
+
+
+def valid_copy(deployment, data_source: str) -> dict:
+    return copy.deepcopy(_valid(deployment, data_source))
 
 
 def problems_of(request, deployment, kind=validation.TRAINING):
@@ -67,7 +79,7 @@ def _fs(request):
      "Environment ['MASKRCNN_STAGING_SOURCES']: the launcher sends only SAGEMAKER_PROGRAM"),
 ])
 def test_validation_names_the_bad_value(deployment, mutate, message):
-    bad = copy.deepcopy(sent(deployment, data_source="fsx"))
+    bad = valid_copy(deployment, "fsx")
     mutate(bad)
     assert message in problems_of(bad, deployment)
 
@@ -479,7 +491,7 @@ def test_the_longest_run_sagemaker_allows_is_sent_and_a_second_more_is_refused(d
      "hyperparameter _tuning_objective_metric='loss'"),
 ])
 def test_a_request_without_what_the_sdk_drops_when_falsy_is_refused(deployment, mutate, message):
-    bad = copy.deepcopy(sent(deployment, data_source="fsx"))
+    bad = valid_copy(deployment, "fsx")
     mutate(bad)
     assert message in problems_of(bad, deployment)
 
@@ -585,6 +597,6 @@ def _channel(request, name="train"):
 ])
 def test_the_request_as_sent_is_checked_for_input_mode_warm_pool_and_tensorboard(
         deployment, source, mutate, message):
-    bad = copy.deepcopy(sent(deployment, data_source=source))
+    bad = valid_copy(deployment, source)
     mutate(bad)
     assert message in problems_of(bad, deployment)
