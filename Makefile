@@ -51,12 +51,13 @@ APT_HOSTS_PACKAGES := openssh-server iproute2
 HOROVOD_ENV := HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
                HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1
 
-.PHONY: help setup setup-demo apt apt-hosts demo synth summary bench test test-infra test-training \
+.PHONY: help setup setup-demo apt apt-hosts demo synth summary bench check test test-infra test-training \
         test-launcher lint clean
 
 help:
 	@echo "make demo   - set up what it uses, synthesize the CDK app and summarize it, run the training job locally"
-	@echo "make test   - set up everything and run all tests"
+	@echo "make check  - the inner loop (minutes): ruff, mypy and every test that starts no training run"
+	@echo "make test   - set up everything and run all tests (what CI runs)"
 	@echo "make synth  - synthesize the CDK app into cdk.out (offline, cdk-nag applied)"
 	@echo "make lint   - synthesize, then cfn-lint every template"
 	@echo "make bench  - CPU benchmarks (root, long): the demo's accuracy; COCOeval by pycocotools and faster-coco-eval; horovod, multi_worker_mirrored, parameter_server side by side; converter speed; writes docs/benchmarks.md"
@@ -97,6 +98,13 @@ $(VENV)/.installed: requirements.txt requirements-infra.txt requirements-dev.txt
 	  $(PIP) install --no-deps -r training_code/model-garden.txt'
 	@touch $@
 
+# The TensorFlow in .venv, rewritten only when its version changes: Horovod is rebuilt (minutes)
+# when TensorFlow changes, not when another requirement of .venv does (make re-reads the stamp's
+# time after its recipe ran).
+$(VENV)/.tensorflow-version: $(VENV)/.installed
+	@$(PY) -c "import importlib.metadata as m; print(m.version('tensorflow'))" > $@.new
+	@if cmp -s $@.new $@; then rm $@.new; else mv $@.new $@; fi
+
 # Horovod is compiled against the TensorFlow just installed, from PyPI's sdist with our patch for
 # TF >= 2.19 (horovod/build_wheel.sh, the same script the Dockerfile runs), into a wheel both
 # environments install; --no-cache-dir because a cached wheel built against another TensorFlow
@@ -108,7 +116,7 @@ $(VENV)/.installed: requirements.txt requirements-infra.txt requirements-dev.txt
 # MAKEFLAGS is empty; under `make -s`, `-k` or `-jN` it is not, and the build ran one job at a
 # time (`-jN`'s jobserver does not reach it through pip: "jobserver unavailable: using -j1").
 # One job per core, whatever make was given.
-$(VENV)/.horovod: $(VENV)/.installed horovod/build_wheel.sh $(wildcard horovod/*.patch)
+$(VENV)/.horovod: $(VENV)/.tensorflow-version horovod/build_wheel.sh $(wildcard horovod/*.patch)
 	@flock $(VENV)/.build.lock $(STEP) horovod "build and install Horovod 0.28.1 against .venv's TensorFlow" '\
 	  rm -rf $(HOROVOD_WHEEL_DIR); \
 	  $(PIP) uninstall -y horovod; \
@@ -184,7 +192,13 @@ summary: synth
 demo: summary
 	$(PY) -m maskrcnn_local.local_run
 
-# Three pytest processes side by side (scripts/run_tests.py says why); plain `pytest` runs the same.
+# The inner loop: ruff and mypy (scripts/check_code.sh) beside every test not marked end_to_end,
+# in three pytest processes (scripts/run_tests.py --check).
+check: setup
+	$(PY) scripts/run_tests.py --check
+
+# Everything: six pytest processes side by side (scripts/run_tests.py says why), beside the code
+# checks; plain `pytest` runs the same tests in one process.
 test: setup
 	$(PY) scripts/run_tests.py
 

@@ -2,8 +2,9 @@
 `make test` and every later one: each entry keyed by everything it is made from (`key`), made
 by the first process that asks while it holds the entry's file lock (every other process asking
 meanwhile waits, then reuses it), and made again when its key changes (the older entry removed
-once no process uses it). The entries: the
-synthesized IAM template (tests/iam/plugin.py) and the trained runs (tests/trained_runs.py).
+once no process uses it). The entries: the synthesized IAM template (tests/iam/plugin.py), the
+trained runs (tests/trained_runs.py) and Model Garden's mask paste (tests/launcher/
+test_mask_paste.py).
 Clear them with `rm -rf build/test-cache` (`make clean` removes build/)."""
 
 from __future__ import annotations

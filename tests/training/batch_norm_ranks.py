@@ -209,8 +209,9 @@ def replicas(backend, job) -> dict:
 
 def validation_losses(backend, job) -> dict:
     """The evaluator's validation losses on `job`'s model (Horovod: the training model itself),
-    then one batch of the same losses traced afresh without batch_norm_in_inference_mode: the
-    variables each pass moved."""
+    then one batch of the same losses without batch_norm_in_inference_mode, run eagerly (the
+    same layers in the same mode; tracing it too cost each rank ~15 s of CPU): the variables
+    each pass moved."""
     # pylint: disable=protected-access  (the evaluator's own pieces, as evaluate() runs them)
     variables = job.model.variables
     evaluator = job.evaluator
@@ -229,7 +230,7 @@ def validation_losses(backend, job) -> dict:
     def training_mode_pass():
         images, labels = next(iter(evaluation.validation_loss_inputs(
             job.task, evaluator._loss_data_config, backend.input_context())))
-        tf.function(evaluator._loss_batch)(images, labels)
+        evaluator._loss_batch(images, labels)
 
     moved = moved_by(job_pass)
     return {"moved": moved, "images": found["images"],
