@@ -389,10 +389,11 @@ def tensorflow_environment() -> dict:
 _ABSL = r"[IWE]\d{4} \d\d:\d\d:[\d.]+ +\d+ "
 # What TensorFlow prints in every process that no setting removes: the first three twice as it is
 # imported, through absl, which TF_CPP_MIN_LOG_LEVEL does not reach, even at 3
-# (tensorflow/tensorflow#100442); the last once, at the first step, an ERROR line, which the
-# job's own setting of absl's level (job.quiet_tensorflow) keeps as it should. Exact lines, each
-# safe to drop for the reason beside it; `_stream` drops these and echoes every other line
-# (docs/local-runs.md, "TensorFlow's start-up lines"). The emulated hosts' logs keep every line.
+# (tensorflow/tensorflow#100442); the last once, at the first step or prediction, an ERROR line,
+# which the job's own setting of absl's level (job.quiet_tensorflow) keeps as it should. Exact
+# lines, each safe to drop for the reason beside it; `_stream` drops these and echoes every other
+# line (docs/local-runs.md, "TensorFlow's start-up lines"), and so does the drawing's stderr. The
+# emulated hosts' logs keep every line.
 STARTUP_LINES = {
     # Says that the absl lines after it go to stderr, where they go anyway: nothing about the job.
     "absl notice": r"WARNING: All log messages before absl::InitializeLog\(\) is called are "
@@ -669,19 +670,18 @@ def _print_evaluation_report(model_dir: str) -> None:
 
 def _draw_predictions(work_dir: str, model_dir: str, count: int) -> str:
     """The first `count` validation images through the SavedModel, ground truth beside; returns
-    the picture's path."""
-    if "tensorflow" not in sys.modules:
-        with startup_lines_dropped_from_stderr():
-            import tensorflow  # noqa: F401  (its start-up lines, here rather than in the drawing)
-    from maskrcnn_local import predict
+    the picture's path. This process's stderr, meanwhile, without TensorFlow's STARTUP_LINES (as
+    it is imported here, and its oneDNN fallback at the first prediction)."""
+    with startup_lines_dropped_from_stderr():
+        from maskrcnn_local import predict
 
-    coco_dir = os.path.join(work_dir, "coco-synthetic")
-    val_dir = os.path.join(coco_dir, "val2017")
-    images = sorted(os.path.join(val_dir, n) for n in os.listdir(val_dir))[:count]
-    written = predict.predict(
-        model_dir, images, os.path.join(work_dir, "predictions"),
-        annotations=os.path.join(coco_dir, "annotations", "instances_val2017.json"),
-        compare=count)
+        coco_dir = os.path.join(work_dir, "coco-synthetic")
+        val_dir = os.path.join(coco_dir, "val2017")
+        images = sorted(os.path.join(val_dir, n) for n in os.listdir(val_dir))[:count]
+        written = predict.predict(
+            model_dir, images, os.path.join(work_dir, "predictions"),
+            annotations=os.path.join(coco_dir, "annotations", "instances_val2017.json"),
+            compare=count)
     return written["comparison"]
 
 
