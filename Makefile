@@ -197,8 +197,8 @@ demo: summary
 check: setup
 	$(PY) scripts/run_tests.py --check
 
-# Everything: six pytest processes side by side (scripts/run_tests.py says why), beside the code
-# checks; plain `pytest` runs the same tests in one process.
+# Six pytest processes side by side (scripts/run_tests.py says why), beside the code checks: every
+# test; plain `pytest` runs the same tests in one process.
 test: setup
 	$(PY) scripts/run_tests.py
 

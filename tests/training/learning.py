@@ -21,9 +21,14 @@ only a run long enough to have an AP does (the demo's, which `make bench` runs).
 
 from tests.training.job_runs import measured
 
-MIN_LOSS_DROP = {"horovod": 0.15, "multi_worker_mirrored": 0.18, "parameter_server": 0.18}
+# Measured 2026-12-07 (docs/testing.md's table): the total loss at the tests' rate fell 21-26%
+# (Horovod), 22-34% (MultiWorkerMirroredStrategy), 39-41% (parameter servers), at a rate 100
+# times too low 12.5%, 8.6% and 17.5%; the objectness loss at the tests' rate 47%, 47% and 56%,
+# at 10 times too low 6.4%, 6.4% and 10.7%. Each bound lies about midway, the healthy runs'
+# spread in mind.
+MIN_LOSS_DROP = {"horovod": 0.15, "multi_worker_mirrored": 0.15, "parameter_server": 0.25}
 MIN_RPN_SCORE_LOSS_DROP = {"horovod": 0.25, "multi_worker_mirrored": 0.25,
-                           "parameter_server": 0.25}
+                           "parameter_server": 0.3}
 # The breaks each bound must fail (benchmarks/learning_bounds.py's run labels).
 FAILS = {"loss": ("100x too low",), "rpn_score_loss": ("10x too low", "100x too low")}
 
