@@ -398,7 +398,9 @@ def test_runs_and_compare_show_the_played_jobs_figures(mirrored, parameter_serve
     own model.tar.gz (the evaluation report), log (SageMaker's final metrics) and TensorBoard
     output: the table's mask AP and worst class are the reports', its settings the requests';
     the compared curves are TensorFlow's own reading of the jobs' event files, the per-class AP
-    the reports'."""
+    the reports'. The picture is checked here as a PNG only: that it draws exactly the compared
+    curves and per-class AP is tests/launcher/test_runs.py's
+    test_the_compare_figure_draws_each_jobs_curves_and_per_class_ap."""
     from maskrcnn_contract import metrics
 
     fake = launcher_deployment
