@@ -193,7 +193,7 @@ demo: summary
 	$(PY) -m maskrcnn_local.local_run
 
 # The inner loop: ruff and mypy (scripts/check_code.sh) beside every test not marked end_to_end,
-# in three pytest processes (scripts/run_tests.py --check).
+# in five pytest processes (scripts/run_tests.py --check).
 check: setup
 	$(PY) scripts/run_tests.py --check
 

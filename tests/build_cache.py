@@ -3,8 +3,8 @@
 by the first process that asks while it holds the entry's file lock (every other process asking
 meanwhile waits, then reuses it), and made again when its key changes (the older entry removed
 once no process uses it). The entries: the synthesized IAM template (tests/iam/plugin.py), the
-trained runs (tests/trained_runs.py) and Model Garden's mask paste (tests/launcher/
-test_mask_paste.py).
+trained runs (tests/trained_runs.py), Model Garden's mask paste (tests/launcher/
+test_mask_paste.py) and the backbone checkpoints (tests/training/backbone_checkpoints.py).
 Clear them with `rm -rf build/test-cache` (`make clean` removes build/)."""
 
 from __future__ import annotations

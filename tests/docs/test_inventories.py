@@ -146,6 +146,14 @@ def test_the_makefile_counts_make_tests_processes_as_run_tests_starts_them():
     assert NUMBERS[comment.group(1).lower()] == len(BESIDE) + 1
 
 
+def test_the_makefile_counts_make_checks_processes_as_run_tests_starts_them():
+    from scripts.run_tests import CHECK_BESIDE
+
+    comment = re.search(r"^# in (\w+) pytest processes \(scripts/run_tests.py --check\)",
+                        _text("Makefile"), re.M)
+    assert NUMBERS[comment.group(1).lower()] == len(CHECK_BESIDE) + 1
+
+
 def test_the_notebook_table_and_the_count_in_testing_md_are_the_notebooks_folders():
     notebooks = {path.name for path in (REPO / "notebooks").glob("*.ipynb")}
     assert _first_column(_text("notebooks/README.md"), "notebook") == notebooks

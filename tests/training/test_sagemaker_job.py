@@ -20,7 +20,7 @@ from maskrcnn_local import emulated_hosts, local_run, sagemaker_job
 from maskrcnn_local.sagemaker_job import FileSystem, Inputs, ModelClash, RequestError
 
 from tests.iam.plugin import PlayedJob
-from tests.training import fake_http
+from tests.training import backbone_checkpoints, fake_http
 from tests.training.playback import Output
 from tests.paths import REPO
 
@@ -167,25 +167,6 @@ def _zip(source_dir, folder, archive):
     return archive
 
 
-def _resnet50_checkpoint(directory):
-    """{file name: bytes} of a ResNet-50 backbone checkpoint as Model Garden's ImageNet one is
-    read (tf.train.Checkpoint(backbone=...)); random weights: the staging job checks that it
-    restores into the backbone, not what it learned."""
-    import tensorflow as tf
-    import tf_keras
-    from official.core import exp_factory
-    from official.vision.modeling.backbones import factory
-
-    from maskrcnn_job.training import experiment
-
-    model_config = exp_factory.get_exp_config(experiment.EXPERIMENT).task.model
-    backbone = factory.build_backbone(tf_keras.layers.InputSpec(shape=[None, None, None, 3]),
-                                      model_config.backbone, model_config.norm_activation)
-    tf.train.Checkpoint(backbone=backbone).write(os.path.join(directory, "ckpt-28080"))
-    return {name: open(os.path.join(directory, name), "rb").read()
-            for name in os.listdir(directory) if name.startswith("ckpt-28080.")}
-
-
 def test_the_staging_request_stages_coco_and_the_backbone_as_the_launcher_then_expects(
         launcher_deployment, small_coco, tmp_path):
     """The launcher's staging request, played as SageMaker starts it: one host, the image's ENV
@@ -212,8 +193,7 @@ def test_the_staging_request_stages_coco_and_the_backbone_as_the_launcher_then_e
     archives = {name: _zip(small_coco, folder, str(tmp_path / name)) for name, folder in (
         ("annotations_trainval2017.zip", "annotations"), ("val2017.zip", "val2017"),
         ("train2017.zip", "train2017"))}
-    (tmp_path / "published").mkdir()
-    checkpoint = _resnet50_checkpoint(str(tmp_path / "published"))
+    checkpoint = backbone_checkpoints.published(50, "ckpt-28080")
     files = {f"/coco/{name}": open(path, "rb").read() for name, path in archives.items()}
     files.update({f"/vision/resnet50_imagenet/{name}": data for name, data in checkpoint.items()})
     served = fake_http.Files(files)

@@ -3,7 +3,6 @@ HTTP server plays storage.googleapis.com), verified by bytes and by restoring, u
 manifest last, skipped when staged, resumed when interrupted."""
 
 import json
-import os
 
 import pytest
 from maskrcnn_contract import job_io
@@ -13,7 +12,7 @@ from maskrcnn_job.staging.downloads import StagingError, google_storage_hashes
 from maskrcnn_job.staging.stage_backbone import PublishedCheckpoint
 
 from tests.iam.deployment import BUCKET
-from tests.training import fake_http
+from tests.training import backbone_checkpoints, fake_http
 
 # The staging job's S3 calls are evaluated against the staging role's policies in the synthesized
 # template (tests/iam/plugin.py), on the deployment's data bucket.
@@ -22,24 +21,9 @@ PRETRAINED = f"s3://{BUCKET}/pretrained/"
 
 
 @pytest.fixture(scope="module")
-def resnet18_checkpoint(tmp_path_factory):
-    """{file name: bytes} of a ResNet-18 backbone checkpoint written the way Model Garden's
-    ImageNet checkpoints are read: tf.train.Checkpoint(backbone=...)."""
-    import tensorflow as tf
-    import tf_keras
-    from official.core import exp_factory
-    from official.vision.modeling.backbones import factory
-
-    from maskrcnn_job.training import experiment
-
-    model_config = exp_factory.get_exp_config(experiment.EXPERIMENT).task.model
-    model_config.backbone.resnet.model_id = 18
-    backbone = factory.build_backbone(tf_keras.layers.InputSpec(shape=[None, None, None, 3]),
-                                      model_config.backbone, model_config.norm_activation)
-    directory = tmp_path_factory.mktemp("published")
-    tf.train.Checkpoint(backbone=backbone).write(str(directory / "ckpt-7"))
-    return {name: (directory / name).read_bytes() for name in os.listdir(directory)
-            if name.startswith("ckpt-7.")}
+def resnet18_checkpoint():
+    """{file name: bytes} of a ResNet-18 backbone checkpoint (backbone_checkpoints.py)."""
+    return backbone_checkpoints.published(18, "ckpt-7")
 
 
 def _serve(checkpoint, **kwargs):
