@@ -50,10 +50,12 @@ class Recipe:
 
 
 # The shared trained model: the demo's model (ResNet-18-FPN, compact heads) on the easy synthetic
-# shapes (3 classes that never overlap) at 64 px, 300 steps on one rank: measured 2026-12-07 on
-# this 2-core machine (loaded), 190 s, about 150 CPU seconds with its evaluation, export and
-# drawing, mask AP 0.39 on its 8 validation images (the hard set's 6 classes at the same cost:
-# 0.00); its top detections lie on their objects.
+# shapes (3 classes that never overlap) with a 64 px input, on real-shaped images (32 to 256 px,
+# landscape and portrait, some grayscale, PNG or EXIF-turned: synthetic_coco's real layout),
+# 300 steps on one rank: measured 2026-12-07 on this 2-core machine, 125-135 s, 160-176 CPU
+# seconds with its evaluation, export and drawing, mask AP 0.27 and 0.34 on its 8 validation
+# images in two trainings (0.39-0.42 on square 64 px images; the hard set's 6 classes at the
+# same cost: 0.00); its top detections lie on their objects.
 SHAPES = Recipe(
     why="a model that detects: the endpoint handler, predict, the drawing, the serving image's "
         "TensorFlow, and the starting point of the fine-tune",

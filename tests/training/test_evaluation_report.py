@@ -398,3 +398,47 @@ def test_the_metric_lines_fit_sagemakers_limit():
         {"tasks": {"bbox": {"per_class": [{"AP": 0.5}]},
                    "segm": {"per_class": [{"AP": None}, {"AP": 0.25}]}}})) == set(
         metrics.PER_CLASS_METRICS)
+
+
+def test_ground_truth_fed_back_as_the_models_outputs_scores_ap_1_on_images_of_several_sizes(
+        tmp_path):
+    """The job's mapping of the model's outputs back to each image (training/evaluation.py
+    _to_coco_results, through Model Garden's coco_utils): the ground truth of real-shaped images
+    (several sizes, landscape and portrait, none of the model's input size) put where the model
+    answers it, its boxes in the resized image's pixels as Model Garden's resize scales them (the
+    long side to the input size) and its masks as 28x28 crops over the boxes, comes back as
+    detections that score box AP 1.0 and mask AP50 1.0 by pycocotools against the generator's own
+    annotation file. (Boxes left in the resized pixels: box AP near 0.)"""
+    from pycocotools import mask as mask_api
+
+    from maskrcnn_job.training.evaluation import _to_coco_results
+    from maskrcnn_local import synthetic_coco
+
+    size = 128
+    dataset = synthetic_coco.generate(str(tmp_path), num_train=1, num_val=12, image_size=size,
+                                      seed=7)["val"]
+    assert len({(im["width"], im["height"]) for im in dataset["images"]}) > 3
+    results = []
+    for image in dataset["images"]:
+        height, width = image["height"], image["width"]
+        scale = size / max(height, width)  # Model Garden's resize_and_crop_image, no jitter
+        instances = [a for a in dataset["annotations"]
+                     if a["image_id"] == image["id"] and not a["iscrowd"]]
+        boxes, masks = [], []
+        for ann in instances:
+            x, y, w, h = ann["bbox"]
+            boxes.append([y * scale, x * scale, (y + h) * scale, (x + w) * scale])
+            binary = mask_api.decode(mask_api.frPyObjects(ann["segmentation"], height, width))
+            crop = binary[int(y):int(y + h), int(x):int(x + w)].astype(np.float32)
+            masks.append(np.asarray(Image.fromarray(crop).resize((28, 28), Image.BILINEAR)))
+        outputs = {"detection_boxes": np.array([boxes], np.float32),
+                   "detection_classes": np.array([[a["category_id"] for a in instances]]),
+                   "detection_scores": np.ones((1, len(instances)), np.float32),
+                   "detection_masks": np.array([masks], np.float32)}
+        labels = {"groundtruths": {"source_id": np.array([image["id"]])},
+                  "image_info": np.array([[[height, width], [height * scale, width * scale],
+                                           [scale, scale], [0, 0]]], np.float32)}
+        results += _to_coco_results(outputs, labels)
+    evaluations = _evaluate(dataset, results)
+    assert evaluations["bbox"].stats[0] == pytest.approx(1.0)
+    assert evaluations["segm"].stats[1] == pytest.approx(1.0)

@@ -310,16 +310,24 @@ def test_the_log_has_no_library_noise(runs):
 
 
 def _easy_images(directory, count: int, size: int):
-    """`count` images of the easy synthetic set at the model's input size, one shape each (none
-    cut by the border), with their ground truth: [(path, [COCO annotation])]. One object, so
+    """`count` images of the easy synthetic set, landscape and portrait (16:9, 4:3 and their
+    transposes) two to four times the model's input size, one shape each, with their ground
+    truth in the images' own pixels: [(path, [COCO annotation])]. The model sees each resized to
+    its input and padded; the answers must come back in the image's pixels. RGB JPEGs stored
+    upright: the endpoint does not read an EXIF orientation (docs/serving.md). One object, so
     that the top detection has one ground truth to lie on: with several, the smallest shapes
     (10 px at 64) are boxed less tightly (the shared model's top box: IoU 0.47-0.57 on one such
     image over two trainings; 0.58-0.90 on one-shape images, 2026-12-07)."""
     from maskrcnn_local import synthetic_coco
 
+    layout = synthetic_coco.RealLayout(long_side=(2.0, 4.0), aspects=((16, 9), (9, 16), (4, 3),
+                                                                     (3, 4)),
+                                       gray_fraction=0, png_fraction=0, exif_fraction=0)
     splits = synthetic_coco.generate(str(directory), num_train=1, num_val=count, image_size=size,
-                                     difficulty="easy", seed=45, max_shapes=1)
+                                     difficulty="easy", seed=45, max_shapes=1, real=layout)
     val = splits["val"]
+    assert {im["width"] > im["height"] for im in val["images"]} == {True, False}, val["images"]
+    assert min(min(im["width"], im["height"]) for im in val["images"]) > size
     return [(os.path.join(str(directory), "val2017", image["file_name"]),
              [a for a in val["annotations"] if a["image_id"] == image["id"]])
             for image in val["images"]]
@@ -332,12 +340,30 @@ def _box_iou(box, truth) -> float:
     return float(mask_utils.iou([box], [truth], [0])[0][0])
 
 
+def _pasted_mask_iou(detection, truth, height: int, width: int) -> float:
+    """IoU of a detection's 28x28 mask pasted at the image's full resolution by Model Garden's
+    paste (its COCO evaluator's) with the ground truth's polygon, by pycocotools (not our code)."""
+    import numpy as np
+    from official.vision.ops import mask_ops
+    from pycocotools import mask as mask_utils
+
+    pasted = mask_ops.paste_instance_masks(np.array([detection["mask"]], np.float32),
+                                           np.array([detection["bbox"]], np.float32),
+                                           height, width)[0]
+    predicted = mask_utils.encode(np.asfortranarray(pasted.astype(np.uint8)))
+    expected = mask_utils.merge(mask_utils.frPyObjects(truth["segmentation"], height, width))
+    return float(mask_utils.iou([predicted], [expected], [0])[0][0])
+
+
 def test_the_endpoint_answers_an_image_with_detections_as_the_container_would(trained, tmp_path):
     """The handler as the TensorFlow Serving container runs it (maskrcnn_local/batch_transform.py)
     on the shared trained model, which detects: every detection's geometry (its box inside the
     image, a 28x28 mask of probabilities, its class among the model's, scores sorted), the
-    default threshold, and on easy one-shape images the top detection's box on the object (IoU
-    >= 0.5 with its ground-truth box, computed by pycocotools)."""
+    default threshold, and on easy one-shape landscape and portrait images larger than the
+    model's input the top detection on the object in the image's own pixels: its box IoU >= 0.5
+    with the ground-truth box, its mask pasted at full resolution IoU >= 0.5 with the ground
+    truth's, both computed by pycocotools. (Boxes left in the resized image's pixels, as Model
+    Garden's export leaves Mask R-CNN's: box IoU 0.02, 0, 0, 0; 0.80-0.85 mapped back.)"""
     import tensorflow as tf
     from PIL import Image
 
@@ -348,7 +374,7 @@ def test_the_endpoint_answers_an_image_with_detections_as_the_container_would(tr
     names = {c["id"]: c["name"] for c in categories}
     size = json.loads((trained.opt_ml / "input" / "config" / "hyperparameters.json").read_text())
     images = _easy_images(tmp_path / "easy", 4, int(size["image_size"]))
-    answered, overlaps = 0, {}
+    answered, overlaps, mask_overlaps = 0, {}, {}
     for image_file, truth in images:
         with open(image_file, "rb") as f:
             encoded = f.read()
@@ -379,13 +405,62 @@ def test_the_endpoint_answers_an_image_with_detections_as_the_container_would(tr
         overlaps[os.path.basename(image_file)] = measured(
             f"top detection's box IoU with the ground truth, {os.path.basename(image_file)}",
             max(_box_iou(top["bbox"], a["bbox"]) for a in truth))
+        mask_overlaps[os.path.basename(image_file)] = measured(
+            f"top detection's mask IoU with the ground truth, {os.path.basename(image_file)}",
+            _pasted_mask_iou(top, truth[0], height, width))
         # The default threshold keeps only the confident ones.
         body, _ = batch_transform.answer(served, encoded, "image/jpeg")
         assert all(d["score"] >= 0.3 for d in json.loads(body)["detections"])
     assert answered == len(images)
     assert min(overlaps.values()) >= 0.5, overlaps
+    assert min(mask_overlaps.values()) >= 0.5, mask_overlaps
     with pytest.raises(ValueError, match="unsupported content type 'text/csv'"):
         batch_transform.answer(served, encoded, "text/csv")
+
+
+def test_the_jobs_ap_is_pycocotools_on_the_detections_it_wrote_against_the_exports_own_file(
+        trained):
+    """The shared trained model's run evaluated its 8 validation images, real-shaped (several
+    sizes, landscape and portrait, none of the model's input size): pycocotools' COCOeval of the
+    detections the job wrote (in the images' own pixels, the export's ids) against the
+    generator's annotation file, which no code of the job touched, gives the job's own bbox and
+    segm AP (faster-coco-eval's), and the masks' AP50 is that of a model whose detections lie on
+    their objects. (With the boxes left in the resized image's pixels both would agree on a
+    figure near 0: the AP50 bound is what catches that.)"""
+    import contextlib
+    import gzip
+    import io
+
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    from maskrcnn_contract import evaluation_report
+    from maskrcnn_job.training.evaluation import DETECTIONS_FILE
+
+    annotation_file = trained.dataset / "annotations" / "instances_val2017.json"
+    export = json.loads(annotation_file.read_text())
+    sizes = {(image["width"], image["height"]) for image in export["images"]}
+    assert len(sizes) > 2 and any(w > h for w, h in sizes) and any(w < h for w, h in sizes), sizes
+    found = glob.glob(str(trained.opt_ml / "output" / "data" / "evaluation" / "step-*" /
+                          DETECTIONS_FILE))
+    assert len(found) == 1, found  # the latest evaluation's only
+    with gzip.open(found[0], "rt", encoding="utf-8") as f:
+        detections = json.load(f)
+    report = evaluation_report.read(str(trained.model_dir / MODEL_REPORT_DIR))
+    with contextlib.redirect_stdout(io.StringIO()):
+        truth = COCO(str(annotation_file))
+        loaded = truth.loadRes(detections)
+    for kind in ("bbox", "segm"):
+        evaluation = COCOeval(truth, loaded, iouType=kind)
+        with contextlib.redirect_stdout(io.StringIO()):
+            evaluation.evaluate()
+            evaluation.accumulate()
+            evaluation.summarize()
+        job_ap = report["tasks"][kind]["summary"]["AP"]
+        assert evaluation.stats[0] == pytest.approx(job_ap, abs=1e-6), kind
+        if kind == "segm":
+            assert measured("shared model: segm AP50 from its written detections",
+                            evaluation.stats[1]) >= 0.3
 
 
 def test_the_serving_images_tensorflow_loads_the_model_and_answers_as_training_does(trained,

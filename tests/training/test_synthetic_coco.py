@@ -3,12 +3,14 @@ every class, and annotations that pycocotools and the converter's validation tak
 
 import contextlib
 import filecmp
+import hashlib
 import io
 import json
 import os
 
 import numpy as np
 import pytest
+from PIL import Image, ImageOps
 from pycocotools import mask as mask_api
 from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
@@ -59,15 +61,16 @@ def test_masks_are_visible_parts_rle_disjoint_with_matching_boxes(hard_set):
             anns = _by_image(dataset)[image["id"]]
             assert any(not a["iscrowd"] for a in anns), "every image has an instance"
             assert sum(not a["iscrowd"] for a in anns) <= 7
-            covered = np.zeros((SIZE, SIZE), dtype=np.int32)
+            height, width = image["height"], image["width"]
+            covered = np.zeros((height, width), dtype=np.int32)
             for ann in anns:
                 segmentation = ann["segmentation"]
                 assert set(segmentation) == {"size", "counts"}
-                assert segmentation["size"] == [SIZE, SIZE]
+                assert segmentation["size"] == [height, width]
                 # Uncompressed RLE, as COCO's crowds: what Model Garden's converter reads too.
                 assert isinstance(segmentation["counts"], list)
-                assert sum(segmentation["counts"]) == SIZE * SIZE
-                binary = mask_api.decode(mask_api.frPyObjects(segmentation, SIZE, SIZE))
+                assert sum(segmentation["counts"]) == height * width
+                binary = mask_api.decode(mask_api.frPyObjects(segmentation, height, width))
                 assert binary.sum() > 0
                 assert ann["area"] == binary.sum()
                 ys, xs = np.nonzero(binary)
@@ -83,7 +86,7 @@ def test_instances_occlude_each_other():
     settings = synthetic_coco.HARD
     hidden = []
     for _ in range(30):
-        scene = synthetic_coco._Scene(rng, SIZE, settings)
+        scene = synthetic_coco._Scene(rng, SIZE, SIZE, settings)
         for _ in range(7):
             scene.add_shape()
         for item in scene.items:
@@ -100,9 +103,11 @@ def test_occluded_masks_touch_their_occluders(hard_set):
     """In the files themselves: many visible masks border another instance's mask."""
     _, splits = hard_set
     touching = total = 0
+    images = {image["id"]: image for image in splits["train"]["images"]}
     for image_id, anns in _by_image(splits["train"]).items():
-        masks = [mask_api.decode(mask_api.frPyObjects(a["segmentation"], SIZE, SIZE)).astype(bool)
-                 for a in anns]
+        height, width = images[image_id]["height"], images[image_id]["width"]
+        masks = [mask_api.decode(mask_api.frPyObjects(a["segmentation"], height, width))
+                 .astype(bool) for a in anns]
         for index, mask in enumerate(masks):
             grown = mask.copy()
             grown[1:] |= mask[:-1]
@@ -125,10 +130,19 @@ def test_crowds_classes_and_scales(hard_set):
     crowds = [a for a in anns if a["iscrowd"]]
     assert crowds and all(a["iscrowd"] == 1 for a in crowds)
     assert len(crowds) < 0.1 * len(anns)
-    areas = np.array([a["area"] for a in anns if not a["iscrowd"]])
+    # As the model sees them: the input resizing brings each image's long side to SIZE.
+    areas = _input_areas(splits)
     assert areas.min() < 60, "tiny objects (a few pixels of radius)"
     assert areas.max() > 0.08 * SIZE * SIZE
     assert 0.05 < (areas < 100).mean() < 0.4
+
+
+def _input_areas(splits) -> np.ndarray:
+    """The instances' areas in the model's input pixels (each image's long side at SIZE)."""
+    images = {image["id"]: image for data in splits.values() for image in data["images"]}
+    return np.array([a["area"] * (SIZE / max(images[a["image_id"]]["height"],
+                                             images[a["image_id"]]["width"])) ** 2
+                     for data in splits.values() for a in data["annotations"] if not a["iscrowd"]])
 
 
 def _self_evaluation(annotation_file, iou_type):
@@ -173,9 +187,78 @@ def test_converter_validation_accepts_every_annotation(hard_set):
         assert sum(len(anns) for _, anns in kept) == len(dataset["annotations"])
 
 
+def _digest(root) -> str:
+    digest = hashlib.sha256()
+    for directory, _, files in sorted(os.walk(root)):
+        for name in sorted(files):
+            path = os.path.join(directory, name)
+            digest.update(os.path.relpath(path, root).encode() + b"\0" + open(path, "rb").read())
+    return digest.hexdigest()
+
+
+# Digests of the files generate() wrote before the real layout (generator version 4,
+# 2026-12-07), which the square layout must still write byte for byte: the benchmarks' and the
+# docs' earlier figures were measured on them.
+SQUARE_SETS = {("hard", 11): "749b73e468efadd3aeabe89f0c9f128107484a5eb1b2432aeb73da475a47c573",
+               ("easy", 1): "b3e63af47c2b64e6c5463927f0b8216573d38a798985e66ad3cab60de7a949f9"}
+
+
+@pytest.mark.parametrize("difficulty,seed", sorted(SQUARE_SETS))
+def test_the_square_layout_is_the_earlier_set_byte_for_byte(tmp_path, difficulty, seed):
+    synthetic_coco.generate(str(tmp_path), num_train=6, num_val=2, image_size=96, seed=seed,
+                            difficulty=difficulty, layout="square")
+    assert _digest(str(tmp_path)) == SQUARE_SETS[(difficulty, seed)]
+
+
+def test_the_real_layout_has_a_real_exports_sizes_aspect_ratios_modes_and_formats(hard_set):
+    """Long sides from half to 4x the model's input, landscape and portrait at 4:3, 3:2 and
+    16:9 and squares, some grayscale, some PNG, some JPEGs stored turned with an EXIF
+    orientation: each one upright (as Pillow's exif_transpose, and every labeling tool, shows it)
+    is the size the annotations give, and the converter takes every annotation as it is."""
+    out, splits = hard_set
+    seen = {"aspects": set(), "modes": set(), "formats": set(), "orientations": set()}
+    sides = []
+    for split, data in splits.items():
+        for image in data["images"]:
+            with Image.open(os.path.join(out, f"{split}2017", image["file_name"])) as stored:
+                orientation = stored.getexif().get(0x0112, 1)
+                seen["modes"].add(stored.mode)
+                seen["formats"].add(stored.format)
+                seen["orientations"].add(orientation)
+                upright = ImageOps.exif_transpose(stored)
+            assert upright.size == (image["width"], image["height"]), image
+            if orientation in (6, 8):  # stored turned a quarter: width and height swapped
+                assert stored.size == (image["height"], image["width"])
+            width, height = image["width"], image["height"]
+            sides.append(max(width, height))
+            seen["aspects"].add((round(width / height, 1)))
+    assert min(sides) < 0.75 * SIZE and max(sides) > 3 * SIZE, (min(sides), max(sides))
+    assert {1.8, 1.5, 1.3, 1.0, 0.8, 0.7, 0.6} <= seen["aspects"], seen["aspects"]
+    assert {"RGB", "L"} <= seen["modes"] and {"JPEG", "PNG"} <= seen["formats"]
+    assert {1, 3, 6, 8} <= seen["orientations"]
+
+
+@pytest.mark.parametrize("difficulty", synthetic_coco.DIFFICULTIES)
+def test_the_real_layout_brings_the_shapes_to_the_model_near_the_square_layouts_size(
+        tmp_path, difficulty):
+    """Measured, not assumed, on 250 images of each layout: the instances' areas in the model's
+    input pixels (quartiles) within 15% of the square layout's, and as many instances within 15%.
+    Measured 2026-12-07 (300 images, seeds 0 and 5): quartiles 3-12% smaller, 2-11% fewer
+    instances; a narrow image fits fewer large shapes."""
+    splits = {layout: synthetic_coco.generate(str(tmp_path / layout), num_train=250, num_val=1,
+                                              image_size=SIZE, seed=5, difficulty=difficulty,
+                                              layout=layout)
+              for layout in synthetic_coco.LAYOUTS}
+    real_areas, square_areas = _input_areas(splits["real"]), _input_areas(splits["square"])
+    for q in (25, 50, 75):
+        assert np.percentile(real_areas, q) == pytest.approx(np.percentile(square_areas, q),
+                                                             rel=0.15), q
+    assert len(real_areas) == pytest.approx(len(square_areas), rel=0.15)
+
+
 def test_easy_set_is_the_earlier_one(tmp_path):
     splits = synthetic_coco.generate(str(tmp_path), num_train=20, num_val=2, image_size=96,
-                                     seed=1, difficulty="easy")
+                                     seed=1, difficulty="easy", layout="square")
     dataset = splits["train"]
     assert dataset["categories"] == synthetic_coco.EASY_CATEGORIES
     assert [c["name"] for c in dataset["categories"]] == ["circle", "square", "triangle"]
@@ -192,5 +275,7 @@ def test_easy_set_is_the_earlier_one(tmp_path):
 def test_bad_arguments_are_refused(tmp_path):
     with pytest.raises(ValueError, match="difficulty"):
         synthetic_coco.generate(str(tmp_path), 1, 1, difficulty="medium")
+    with pytest.raises(ValueError, match="layout 'portrait': expected one of"):
+        synthetic_coco.generate(str(tmp_path), 1, 1, layout="portrait")
     with pytest.raises(ValueError, match="at least one image"):
         synthetic_coco.generate(str(tmp_path), 0, 1)

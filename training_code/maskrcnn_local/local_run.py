@@ -114,7 +114,8 @@ def parse_args(argv=None):
     parser.add_argument("--val-images", type=int, default=50,
                         help="synthetic validation images (50)")
     parser.add_argument("--image-size", type=int, default=128,
-                        help="synthetic image side in pixels, also the model input size (128)")
+                        help="the model input size in pixels (128); the synthetic images' sizes "
+                             "range from half to 4x it (--layout real)")
     parser.add_argument("--dataset", metavar="DIR",
                         help="train on your own data: a COCO export (CVAT's COCO 1.0, Label "
                         "Studio's COCO, one annotations file with its images, COCO 2017's layout, "
@@ -138,6 +139,10 @@ def parse_args(argv=None):
     parser.add_argument("--difficulty", choices=("hard", "easy"), default="hard",
                         help="the synthetic set: hard (occlusion, crowds, textures, tiny objects, "
                              "6 look-alike classes) or easy (3 shapes that never overlap) (hard)")
+    parser.add_argument("--layout", choices=("real", "square"), default="real",
+                        help="the synthetic images' sizes: real (sizes, aspect ratios, grayscale, "
+                             "PNG and EXIF-turned JPEGs as real exports hold them) or square "
+                             "(every image --image-size x --image-size, RGB JPEG) (real)")
     parser.add_argument("--hp", action="append", default=[], metavar="KEY=VALUE",
                         help="override a hyperparameter (repeatable); see training_code/README.md")
     parser.add_argument("--resume", action="store_true",
@@ -287,7 +292,8 @@ def _prepare_dataset(args, work_dir: str, channel: str) -> None:
     from maskrcnn_local import synthetic_coco
 
     stamp = {"train": args.train_images, "val": args.val_images, "size": args.image_size,
-             "seed": 0, "difficulty": args.difficulty, "generator": synthetic_coco.VERSION}
+             "seed": 0, "difficulty": args.difficulty, "layout": args.layout,
+             "generator": synthetic_coco.VERSION}
     stamp_file = os.path.join(channel, "synthetic.json")
     if _already_converted(channel, stamp_file, stamp):
         return
@@ -298,7 +304,7 @@ def _prepare_dataset(args, work_dir: str, channel: str) -> None:
     shutil.rmtree(channel, ignore_errors=True)
     started = time.time()
     synthetic_coco.generate(coco_dir, args.train_images, args.val_images, args.image_size,
-                            difficulty=args.difficulty)
+                            difficulty=args.difficulty, layout=args.layout)
     coco_to_tfrecord.convert_coco_dir(coco_dir, channel, workers=1)
     _write_json(stamp_file, stamp)
     print(f"dataset: generated and converted in {time.time() - started:.0f} s -> {channel}")

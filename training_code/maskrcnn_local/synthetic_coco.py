@@ -1,10 +1,21 @@
 """A small synthetic COCO-format dataset: shapes with instance masks, written like COCO 2017.
 
-Real JPEG files and real COCO JSON, so the whole path JSON -> TFRecord -> decoder -> model -> COCO
+Real image files and real COCO JSON, so the whole path JSON -> TFRecord -> decoder -> model -> COCO
 evaluation runs locally. Layout, as COCO's:
-  <out>/train2017/*.jpg  <out>/val2017/*.jpg
+  <out>/train2017/*.jpg|png  <out>/val2017/*.jpg|png
   <out>/annotations/instances_train2017.json  <out>/annotations/instances_val2017.json
 Seeded: the same arguments give byte-identical files.
+
+Two layouts of the images:
+- "real" (the default): sizes and formats as a team's export holds them (REAL holds the numbers):
+  the long side from half to four times `image_size` (the model's input size), landscape and
+  portrait at 4:3, 3:2 and 16:9, and squares of other sizes; some grayscale, some PNG, and some
+  JPEGs stored turned with an EXIF orientation that turns them upright, annotated upright (the
+  labeling tools annotate the image as displayed). Shapes are sized by the long side, which the
+  model's input resizing brings to `image_size`: each shape reaches the model at the size it has
+  in the square layout.
+- "square": every image `image_size` x `image_size`, RGB JPEG (the set before the real layout,
+  byte for byte).
 
 Two difficulties:
 - "hard" (the default, the demo's): 6 classes in look-alike pairs (circle / ellipse, square /
@@ -32,7 +43,7 @@ from PIL import Image, ImageDraw
 
 # Ids 1..N contiguous; the first three are the easy set's, unchanged.
 # Part of local_run's dataset stamp: a change to what generate() writes must bump it.
-VERSION = 4
+VERSION = 5
 CATEGORIES = [
     {"id": 1, "name": "circle", "supercategory": "shape"},
     {"id": 2, "name": "square", "supercategory": "shape"},
@@ -44,6 +55,73 @@ CATEGORIES = [
 EASY_CATEGORIES = CATEGORIES[:3]
 DIFFICULTIES = ("hard", "easy")
 DEFAULT_MAX_SHAPES = {"hard": 6, "easy": 4}
+LAYOUTS = ("real", "square")
+
+
+@dataclasses.dataclass(frozen=True)
+class RealLayout:
+    """How the real layout draws each image's size, colour mode and file format."""
+    long_side: Tuple[float, float] = (0.5, 4.0)  # x image_size, log-uniform
+    # width:height; squares of other sizes among them.
+    aspects: Tuple[Tuple[int, int], ...] = ((4, 3), (3, 4), (3, 2), (2, 3), (16, 9), (9, 16),
+                                            (1, 1))
+    gray_fraction: float = 0.1
+    png_fraction: float = 0.15
+    exif_fraction: float = 0.2       # of the JPEGs: stored turned, with an EXIF orientation
+    # What cameras write (TIFF 6.0's Orientation): 6 and 8 a phone held upright, 3 upside down.
+    exif_orientations: Tuple[int, ...] = (6, 8, 3)
+    min_side_px: int = 16
+
+
+REAL = RealLayout()
+# Pillow's turn of the upright pixels that the stored ones need, so that its exif_transpose (and
+# every viewer and labeling tool) shows them upright: the inverse of the orientation's.
+_STORED_TURN = {3: Image.Transpose.ROTATE_180, 6: Image.Transpose.ROTATE_90,
+                8: Image.Transpose.ROTATE_270}
+_EXIF_ORIENTATION = 0x0112
+
+
+@dataclasses.dataclass(frozen=True)
+class _ImageLayout:
+    width: int
+    height: int
+    gray: bool = False
+    png: bool = False
+    orientation: int = 1             # 1: stored upright, no EXIF orientation
+
+
+def _image_layout(rng: np.random.Generator, size: int, layout: str,
+                  real: RealLayout) -> _ImageLayout:
+    if layout == "square":
+        return _ImageLayout(size, size)
+    long = size * math.exp(rng.uniform(math.log(real.long_side[0]), math.log(real.long_side[1])))
+    across, down = real.aspects[int(rng.integers(0, len(real.aspects)))]
+    short = long * min(across, down) / max(across, down)
+    long_px, short_px = (max(real.min_side_px, int(round(v))) for v in (long, short))
+    width, height = (long_px, short_px) if across >= down else (short_px, long_px)
+    gray = bool(rng.random() < real.gray_fraction)
+    png = bool(rng.random() < real.png_fraction)
+    orientation = 1
+    if not png and rng.random() < real.exif_fraction:
+        orientation = real.exif_orientations[int(rng.integers(0, len(real.exif_orientations)))]
+    return _ImageLayout(width, height, gray, png, orientation)
+
+
+def _save(image: Image.Image, layout: _ImageLayout, path_stem: str, quality: int) -> str:
+    """Writes the upright image as `layout` says; returns the file name."""
+    if layout.gray:
+        image = image.convert("L")
+    if layout.png:
+        image.save(path_stem + ".png", format="PNG")
+        return os.path.basename(path_stem) + ".png"
+    if layout.orientation != 1:
+        exif = Image.Exif()
+        exif[_EXIF_ORIENTATION] = layout.orientation
+        image.transpose(_STORED_TURN[layout.orientation]).save(
+            path_stem + ".jpg", format="JPEG", quality=quality, exif=exif.tobytes())
+    else:
+        image.save(path_stem + ".jpg", format="JPEG", quality=quality)
+    return os.path.basename(path_stem) + ".jpg"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,10 +166,12 @@ def _overlaps(box: Tuple[float, float, float, float], boxes) -> bool:
     return any(x0 < b[2] + 2 and b[0] < x1 + 2 and y0 < b[3] + 2 and b[1] < y1 + 2 for b in boxes)
 
 
-def _make_easy_image(rng: np.random.Generator, size: int, max_shapes: int):
-    """One image and its shapes; shapes never overlap, so each mask is exactly its polygon."""
+def _make_easy_image(rng: np.random.Generator, height: int, width: int, max_shapes: int):
+    """One image and its shapes; shapes never overlap, so each mask is exactly its polygon.
+    Radii are fractions of the long side."""
+    size = max(height, width)
     background = rng.integers(0, 90, size=3)
-    noise = rng.normal(0, 12, size=(size, size, 3))
+    noise = rng.normal(0, 12, size=(height, width, 3))
     pixels = np.clip(background + noise, 0, 255).astype(np.uint8)
     image = Image.fromarray(pixels)
     draw = ImageDraw.Draw(image)
@@ -101,7 +181,9 @@ def _make_easy_image(rng: np.random.Generator, size: int, max_shapes: int):
         for _attempt in range(20):
             category = int(rng.integers(1, len(EASY_CATEGORIES) + 1))
             r = float(rng.uniform(size * 0.08, size * 0.22))
-            cx, cy = (float(v) for v in rng.uniform(r + 1, size - r - 1, size=2))
+            if 2 * r + 2 >= min(height, width):
+                continue  # too wide for the short side: another draw
+            cx, cy = (float(v) for v in rng.uniform(r + 1, np.array([width, height]) - r - 1))
             polygon = _polygon(category, cx, cy, r, float(rng.uniform(0, 2 * math.pi)))
             xs, ys = polygon[0::2], polygon[1::2]
             box = (min(xs), min(ys), max(xs), max(ys))
@@ -116,12 +198,12 @@ def _make_easy_image(rng: np.random.Generator, size: int, max_shapes: int):
     return image, shapes
 
 
-def _easy_annotations(shapes, size: int) -> List[Dict]:
+def _easy_annotations(shapes, height: int, width: int) -> List[Dict]:
     from pycocotools import mask as mask_api  # area of the polygon as COCO computes it
 
     annotations = []
     for category, polygon in shapes:
-        rle = mask_api.merge(mask_api.frPyObjects([polygon], size, size))
+        rle = mask_api.merge(mask_api.frPyObjects([polygon], height, width))
         x, y, w, h = (float(v) for v in mask_api.toBbox(rle))
         annotations.append({
             "category_id": category,
@@ -174,16 +256,17 @@ def _stripes(rng: np.random.Generator, ys: np.ndarray, xs: np.ndarray,
     return np.sin(2 * math.pi * (xs * math.cos(theta) + ys * math.sin(theta)) / period + phase)
 
 
-def _background(rng: np.random.Generator, size: int) -> np.ndarray:
+def _background(rng: np.random.Generator, height: int, width: int) -> np.ndarray:
     """Gradient between two colours, blotches, sometimes stripes, pixel noise; float32 HxWx3."""
-    ys, xs = np.mgrid[0:size, 0:size].astype(np.float32)
+    size = max(height, width)
+    ys, xs = np.mgrid[0:height, 0:width].astype(np.float32)
     c0 = rng.uniform(0, 230, size=3)
     c1 = np.clip(c0 + rng.normal(0, 50, size=3), 0, 255)
     theta = rng.uniform(0, 2 * math.pi)
     t = (xs * math.cos(theta) + ys * math.sin(theta)) / size
     t = (t - t.min()) / max(float(t.max() - t.min()), 1e-6)
     pixels = c0 + (c1 - c0) * t[..., None]
-    pixels += rng.uniform(10, 45) * _lowres_field(rng, size, size, int(rng.integers(3, 9)), 3)
+    pixels += rng.uniform(10, 45) * _lowres_field(rng, height, width, int(rng.integers(3, 9)), 3)
     if rng.random() < 0.4:
         period = size * rng.uniform(0.04, 0.2)
         pixels += rng.uniform(8, 30) * _stripes(rng, ys, xs, period)[..., None]
@@ -220,16 +303,19 @@ class _Item:
     category: int
     crowd: bool
     full_area: int          # pixels of the whole shape, also outside the image
-    visible: np.ndarray     # bool, size x size: what later items left uncovered
+    visible: np.ndarray     # bool, height x width: what later items left uncovered
     color: np.ndarray
 
 
 class _Scene:
-    """Items drawn back to front; each keeps >= min_visible of its area visible."""
+    """Items drawn back to front; each keeps >= min_visible of its area visible. Lengths that
+    HardSettings gives as fractions are of the long side (`size`)."""
 
-    def __init__(self, rng: np.random.Generator, size: int, settings: HardSettings):
-        self.rng, self.size, self.s = rng, size, settings
-        self.canvas = _background(rng, size)
+    def __init__(self, rng: np.random.Generator, height: int, width: int,
+                 settings: HardSettings):
+        self.rng, self.height, self.width, self.s = rng, height, width, settings
+        self.size = max(height, width)
+        self.canvas = _background(rng, height, width)
         self.items: List[_Item] = []
 
     def _rasterize(self, outlines) -> Tuple[np.ndarray, int]:
@@ -244,9 +330,9 @@ class _Scene:
         for outline in outlines:
             draw.polygon([(x - x0, y - y0) for x, y in outline], fill=1)
         full = np.asarray(image)
-        inside = np.zeros((self.size, self.size), dtype=bool)
+        inside = np.zeros((self.height, self.width), dtype=bool)
         top, left = max(y0, 0), max(x0, 0)
-        bottom, right = min(y0 + height, self.size), min(x0 + width, self.size)
+        bottom, right = min(y0 + height, self.height), min(x0 + width, self.width)
         if top < bottom and left < right:
             inside[top:bottom, left:right] = full[top - y0:bottom - y0, left - x0:right - x0]
         return inside, int(np.count_nonzero(full))
@@ -295,7 +381,7 @@ class _Scene:
             theta = self.rng.uniform(0, 2 * math.pi)
             reach = r * self.rng.uniform(0.2, 1.1)
             return xs[k] + reach * math.cos(theta), ys[k] + reach * math.sin(theta)
-        cx, cy = self.rng.uniform(-0.3 * r, self.size + 0.3 * r, size=2)
+        cx, cy = self.rng.uniform(-0.3 * r, np.array([self.width, self.height]) + 0.3 * r)
         return float(cx), float(cy)
 
     def _accept(self, category: int, crowd: bool, mask: np.ndarray, full_area: int,
@@ -329,7 +415,8 @@ class _Scene:
             centers: List[Tuple[float, float]]
             radii: List[float]
             centers, radii = [], []
-            cx, cy = self.rng.uniform(0.15 * self.size, 0.85 * self.size, size=2)
+            cx, cy = self.rng.uniform(0.15 * np.array([self.width, self.height]),
+                                      0.85 * np.array([self.width, self.height]))
             for index in range(count):
                 r = max(self.size * self.rng.uniform(*self.s.crowd_radius), self.s.min_radius_px)
                 if index:
@@ -376,12 +463,12 @@ def uncompressed_rle(mask: np.ndarray) -> Dict:
     return {"size": [int(mask.shape[0]), int(mask.shape[1])], "counts": counts}
 
 
-def _make_hard_image(rng: np.random.Generator, size: int, max_shapes: int,
+def _make_hard_image(rng: np.random.Generator, height: int, width: int, max_shapes: int,
                      settings: HardSettings):
     """One image and its annotations (without ids): visible masks as RLE, in depth order."""
     from pycocotools import mask as mask_api
 
-    scene = _Scene(rng, size, settings)
+    scene = _Scene(rng, height, width, settings)
     count = int(rng.integers(min(settings.min_shapes, max_shapes), max_shapes + 1))
     crowd_at = int(rng.integers(0, count + 1)) if rng.random() < settings.crowd_fraction else -1
     for index in range(count + 1):
@@ -413,22 +500,25 @@ def _make_hard_image(rng: np.random.Generator, size: int, max_shapes: int,
 
 def _write_split(out_dir: str, split: str, count: int, first_id: int, size: int,
                  max_shapes: int, rng: np.random.Generator, difficulty: str,
-                 settings: HardSettings) -> Dict:
+                 settings: HardSettings, layout: str, layout_rng: np.random.Generator,
+                 real: RealLayout) -> Dict:
     image_dir = os.path.join(out_dir, f"{split}2017")
     os.makedirs(image_dir, exist_ok=True)
     annotations: List[Dict]
     images, annotations = [], []
     for index in range(count):
         image_id = first_id + index
+        shape = _image_layout(layout_rng, size, layout, real)
+        height, width = shape.height, shape.width
         if difficulty == "easy":
-            image, shapes = _make_easy_image(rng, size, max_shapes)
-            image_annotations, quality = _easy_annotations(shapes, size), 95
+            image, shapes = _make_easy_image(rng, height, width, max_shapes)
+            image_annotations, quality = _easy_annotations(shapes, height, width), 95
         else:
-            image, image_annotations = _make_hard_image(rng, size, max_shapes, settings)
+            image, image_annotations = _make_hard_image(rng, height, width, max_shapes, settings)
             quality = settings.jpeg_quality
-        file_name = f"{image_id:012d}.jpg"
-        image.save(os.path.join(image_dir, file_name), format="JPEG", quality=quality)
-        images.append({"id": image_id, "file_name": file_name, "height": size, "width": size})
+        file_name = _save(image, shape, os.path.join(image_dir, f"{image_id:012d}"), quality)
+        # The upright size, as the labeling tools record an image with an EXIF orientation.
+        images.append({"id": image_id, "file_name": file_name, "height": height, "width": width})
         for ann in image_annotations:
             annotations.append(dict({"id": len(annotations) + 1, "image_id": image_id}, **ann))
     dataset = {
@@ -452,21 +542,29 @@ def _write_split(out_dir: str, split: str, count: int, first_id: int, size: int,
 
 def generate(out_dir: str, num_train: int = 400, num_val: int = 50, image_size: int = 128,
              max_shapes: Optional[int] = None, seed: int = 0, difficulty: str = "hard",
-             settings: HardSettings = HARD) -> Dict[str, Dict]:
+             settings: HardSettings = HARD, layout: str = "real",
+             real: RealLayout = REAL) -> Dict[str, Dict]:
     """Writes both splits; returns {split: COCO dataset dict}.
 
-    max_shapes: instances per image at most (None: 7 hard, 4 easy); settings: the hard set's.
+    image_size: the model's input size (the side of every image in the square layout);
+    max_shapes: instances per image at most (None: 7 hard, 4 easy); settings: the hard set's;
+    layout: "real" or "square"; real: the real layout's.
     """
     if num_train < 1 or num_val < 1:
         raise ValueError(f"need at least one image per split, got train={num_train} val={num_val}")
     if difficulty not in DIFFICULTIES:
         raise ValueError(f"difficulty {difficulty!r}: expected one of {DIFFICULTIES}")
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout {layout!r}: expected one of {LAYOUTS}")
     if max_shapes is None:
         max_shapes = DEFAULT_MAX_SHAPES[difficulty]
     if max_shapes < 1:
         raise ValueError(f"max_shapes {max_shapes}: need at least 1")
     rng = np.random.default_rng(seed)
-    common = (image_size, max_shapes, rng, difficulty, settings)
+    # The images' sizes and formats from a stream of their own: the shapes' draws are the square
+    # layout's, whatever the layout.
+    layout_rng = np.random.default_rng([seed, 1])
+    common = (image_size, max_shapes, rng, difficulty, settings, layout, layout_rng, real)
     return {
         "train": _write_split(out_dir, "train", num_train, 1, *common),
         "val": _write_split(out_dir, "val", num_val, 1_000_000, *common),
@@ -479,15 +577,20 @@ def main(argv=None):
     parser.add_argument("out_dir")
     parser.add_argument("--train", type=int, default=400, help="training images (400)")
     parser.add_argument("--val", type=int, default=50, help="validation images (50)")
-    parser.add_argument("--size", type=int, default=128, help="image side in pixels (128)")
+    parser.add_argument("--size", type=int, default=128,
+                        help="the model's input size in pixels (128): the square layout's side, "
+                             "the real layout's scale")
     parser.add_argument("--max-shapes", type=int, default=None,
                         help="instances per image at most (7 hard, 4 easy)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--difficulty", choices=DIFFICULTIES, default="hard",
                         help="hard (the default) or easy (the earlier, non-overlapping set)")
+    parser.add_argument("--layout", choices=LAYOUTS, default="real",
+                        help="real (the default: sizes, aspect ratios and formats as real "
+                             "exports hold them) or square (every image --size x --size)")
     args = parser.parse_args(argv)
     splits = generate(args.out_dir, args.train, args.val, args.size, args.max_shapes, args.seed,
-                      difficulty=args.difficulty)
+                      difficulty=args.difficulty, layout=args.layout)
     for split, data in splits.items():
         crowds = sum(a["iscrowd"] for a in data["annotations"])
         print(f"{split}: {len(data['images'])} images, {len(data['annotations'])} instances"

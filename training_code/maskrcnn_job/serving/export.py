@@ -3,8 +3,10 @@
 Written to <SM_MODEL_DIR>/1/ (the version directory TensorFlow Serving and the SageMaker
 TensorFlow serving container expect). Signatures: `serving_default` takes uint8 image tensors
 [batch, height, width, 3]; `serving_bytes` takes encoded JPEG/PNG strings. Both return
-detection_boxes ([ymin, xmin, ymax, xmax] in input-image pixels), detection_classes (COCO category
-ids), detection_scores, detection_masks (28x28 per box), num_detections, image_info.
+detection_boxes ([ymin, xmin, ymax, xmax] in the input image's own pixels), detection_classes
+(the model's class ids), detection_scores, detection_masks (28x28 per box), num_detections,
+image_info (Model Garden's: the image's [height, width], the resized one, the [y, x] scale, the
+offset).
 
 Beside it, <SM_MODEL_DIR>/code/: inference.py (maskrcnn_job/serving/endpoint_handler.py: the
 TensorFlow Serving container's pre/post-processing, an image in and JSON detections out) and
@@ -51,7 +53,19 @@ def write_serving_code(model_dir: str, categories: List[dict]) -> str:
 
 class _DetectionModule(detection.DetectionModule):
     """Model Garden's module, its `serving_bytes` signature calling the traced `serving_default`
-    function instead of tracing Mask R-CNN's inference a second time (~10 s of each export)."""
+    function instead of tracing Mask R-CNN's inference a second time (~10 s of each export), and
+    its boxes in the input image's own pixels."""
+
+    def serve(self, images: tf.Tensor):
+        """Model Garden's answer, the boxes divided by the resize's scale: its DetectionModule
+        maps them back to the image for RetinaNet only and leaves Mask R-CNN's in the resized
+        image's pixels (official/vision/serving/detection.py, tf-models-official 2.20), which
+        are the image's own only for an image of the model's input size. Its evaluation divides
+        them so (coco_utils; training/evaluation.py does the same)."""
+        outputs = dict(super().serve(images))
+        scale = tf.tile(outputs["image_info"][:, 2:3, :], [1, 1, 2])
+        outputs["detection_boxes"] = outputs["detection_boxes"] / scale
+        return outputs
 
     @tf.function
     def inference_from_image_bytes(self, inputs: tf.Tensor):

@@ -13,7 +13,10 @@ docs/evaluation.md.
 """
 
 import contextlib
+import glob
+import gzip
 import io
+import json
 import logging
 import math
 import os
@@ -41,6 +44,13 @@ from maskrcnn_job.evaluation import report as evaluation_report
 
 REPORT_DIR = evaluation_report.OUTPUT_REPORT_DIR  # under SM_OUTPUT_DATA_DIR
 MODEL_REPORT_DIR = evaluation_report.MODEL_REPORT_DIR  # under SM_MODEL_DIR
+# The latest evaluation's detections, in its report folder: COCO's results format, with the
+# image and category ids of the export the dataset came from (each class's source_id), boxes and
+# RLE masks in the images' own pixels: pycocotools' loadRes reads it against that export's own
+# annotation file as it is. Only the latest evaluation's folder keeps them (one
+# evaluation's worth in the job's output, however many it runs), and the report's copies beside
+# the best checkpoint and the model leave them out.
+DETECTIONS_FILE = "detections.json.gz"
 
 log = logging.getLogger(__name__)
 
@@ -291,12 +301,12 @@ class Evaluator:
                  losses_s, sum(coco_eval_s.values()), coco_evaluation.describe(evaluator))
         if self._report_root is not None:
             values.update(self._write_report(
-                evaluations, step, evaluator, timing,
+                evaluations, step, evaluator, timing, all_results,
                 validation_losses if images else None))
         return values
 
     def _write_report(self, evaluations: Dict, step: Optional[int], evaluator: str,
-                      timing: Dict,
+                      timing: Dict, results: List[Dict],
                       validation_losses: Optional[Dict[str, float]] = None) -> Dict[str, float]:
         """The report of this evaluation into <report root>/step-<N>/; its headline metrics. A
         report that fails is one warning line (report_failure), and training and the export go
@@ -315,6 +325,8 @@ class Evaluator:
                                                for name, value in validation_losses.items()}
             assert self._report_root is not None  # evaluate() writes reports only then
             files = evaluation_report.write(report, report_dir(self._report_root, step))
+            files["detections"] = _write_detections(results, self._source_ids or {},
+                                                    report_dir(self._report_root, step))
         except Exception as error:  # noqa: BLE001  (the report is secondary: the model is not)
             log.warning("%s", report_failure(step, error))
             self.last_report = None
@@ -337,13 +349,35 @@ class Evaluator:
         return os.path.dirname(self.last_report["files"]["report"])
 
 
+def _write_detections(results: List[Dict], source_ids: Dict[int, int], folder: str) -> str:
+    """`results` into `folder`/DETECTIONS_FILE, each class as its `source_ids` id, written whole;
+    the other evaluations' folders beside it lose theirs."""
+    exported = []
+    for result in results:
+        segmentation = dict(result["segmentation"])
+        if isinstance(segmentation.get("counts"), bytes):  # pycocotools' encode: JSON takes text
+            segmentation["counts"] = segmentation["counts"].decode("ascii")
+        exported.append(dict(result, segmentation=segmentation,
+                             category_id=source_ids.get(result["category_id"],
+                                                        result["category_id"])))
+    path = os.path.join(folder, DETECTIONS_FILE)
+    with gzip.open(path + ".incomplete", "wt", encoding="utf-8") as f:
+        json.dump(exported, f)
+    os.replace(path + ".incomplete", path)
+    for other in glob.glob(os.path.join(os.path.dirname(folder), "*", DETECTIONS_FILE)):
+        if os.path.dirname(other) != folder:
+            os.remove(other)
+    return path
+
+
 def copy_report(source: str, target: str) -> str:
-    """The report folder `source` as `target`, replaced whole (a job stopped while copying leaves
-    the previous one, or none): beside the best checkpoint, or beside the model, <model_dir>/
-    code/evaluation/ (after the export, which writes code/ whole). Returns `target`."""
+    """The report folder `source` as `target` without its detections, replaced whole (a job
+    stopped while copying leaves the previous one, or none): beside the best checkpoint, or beside
+    the model, <model_dir>/code/evaluation/ (after the export, which writes code/ whole). Returns
+    `target`."""
     temporary = target + ".incomplete"
     shutil.rmtree(temporary, ignore_errors=True)
-    shutil.copytree(source, temporary)
+    shutil.copytree(source, temporary, ignore=shutil.ignore_patterns(DETECTIONS_FILE))
     shutil.rmtree(target, ignore_errors=True)
     os.replace(temporary, target)
     return target
