@@ -366,7 +366,7 @@ def test_a_report_that_cannot_be_written_is_one_warning_line_the_failure_scan_re
     logger.addHandler(handler)
     try:
         assert evaluator._write_report(  # noqa: SLF001
-            evaluations, 8, coco_evaluation.PYCOCOTOOLS, {"inference_s": 1.0}) == {}
+            evaluations, 8, coco_evaluation.PYCOCOTOOLS, {"inference_s": 1.0}, []) == {}
     finally:
         logger.removeHandler(handler)
     assert evaluator.last_report is None  # nothing to copy beside the model

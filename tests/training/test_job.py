@@ -311,23 +311,30 @@ def test_the_log_has_no_library_noise(runs):
 
 def _easy_images(directory, count: int, size: int):
     """`count` images of the easy synthetic set, landscape and portrait (16:9, 4:3 and their
-    transposes) two to four times the model's input size, one shape each, with their ground
-    truth in the images' own pixels: [(path, [COCO annotation])]. The model sees each resized to
-    its input and padded; the answers must come back in the image's pixels. RGB JPEGs stored
-    upright: the endpoint does not read an EXIF orientation (docs/serving.md). One object, so
-    that the top detection has one ground truth to lie on: with several, the smallest shapes
-    (10 px at 64) are boxed less tightly (the shared model's top box: IoU 0.47-0.57 on one such
-    image over two trainings; 0.58-0.90 on one-shape images, 2026-12-07)."""
+    transposes) two to four times the model's input size, half of them JPEGs stored a quarter
+    turn away with the EXIF orientation that turns them upright (6 and 8, a phone's), one shape
+    each, with their ground truth in the upright images' own pixels: [(path, [COCO
+    annotation])]. The model sees each turned upright, resized to its input and padded; the
+    answers must come back in the upright image's pixels. One object, so that the top detection
+    has one ground truth to lie on: with several, the smallest shapes (10 px at 64) are boxed
+    less tightly (the shared model's top box: IoU 0.47-0.57 on one such image over two
+    trainings; 0.58-0.90 on one-shape images, 2026-12-07)."""
+    from PIL import Image
+
     from maskrcnn_local import synthetic_coco
 
     layout = synthetic_coco.RealLayout(long_side=(2.0, 4.0), aspects=((16, 9), (9, 16), (4, 3),
                                                                      (3, 4)),
-                                       gray_fraction=0, png_fraction=0, exif_fraction=0)
+                                       gray_fraction=0, png_fraction=0, exif_fraction=0.5,
+                                       exif_orientations=(6, 8))
     splits = synthetic_coco.generate(str(directory), num_train=1, num_val=count, image_size=size,
                                      difficulty="easy", seed=45, max_shapes=1, real=layout)
     val = splits["val"]
     assert {im["width"] > im["height"] for im in val["images"]} == {True, False}, val["images"]
     assert min(min(im["width"], im["height"]) for im in val["images"]) > size
+    turned = {Image.open(os.path.join(str(directory), "val2017", im["file_name"])).getexif()
+              .get(0x0112, 1) for im in val["images"]}
+    assert turned == {1, 6, 8}, turned
     return [(os.path.join(str(directory), "val2017", image["file_name"]),
              [a for a in val["annotations"] if a["image_id"] == image["id"]])
             for image in val["images"]]
@@ -360,12 +367,13 @@ def test_the_endpoint_answers_an_image_with_detections_as_the_container_would(tr
     on the shared trained model, which detects: every detection's geometry (its box inside the
     image, a 28x28 mask of probabilities, its class among the model's, scores sorted), the
     default threshold, and on easy one-shape landscape and portrait images larger than the
-    model's input the top detection on the object in the image's own pixels: its box IoU >= 0.5
-    with the ground-truth box, its mask pasted at full resolution IoU >= 0.5 with the ground
-    truth's, both computed by pycocotools. (Boxes left in the resized image's pixels, as Model
-    Garden's export leaves Mask R-CNN's: box IoU 0.02, 0, 0, 0; 0.80-0.85 mapped back.)"""
+    model's input, half of them EXIF-turned, the top detection on the object in the upright
+    image's own pixels: its box IoU >= 0.5 with the ground-truth box, its mask pasted at full
+    resolution IoU >= 0.5 with the ground truth's, both computed by pycocotools. (Boxes left in
+    the resized image's pixels, as Model Garden's export leaves Mask R-CNN's: box IoU 0.02, 0,
+    0, 0; 0.80-0.85 mapped back.)"""
     import tensorflow as tf
-    from PIL import Image
+    from PIL import Image, ImageOps
 
     from maskrcnn_local import batch_transform
 
@@ -382,7 +390,7 @@ def test_the_endpoint_answers_an_image_with_detections_as_the_container_would(tr
                                                     "score_threshold=0")
         assert content_type == "application/json"
         answer = json.loads(body)
-        width, height = Image.open(image_file).size
+        width, height = ImageOps.exif_transpose(Image.open(image_file)).size  # as displayed
         assert answer["image_size"] == [height, width]
         # As many as the SavedModel itself returns above the detection generator's own cut.
         raw = served.saved_model.signatures["serving_bytes"](inputs=tf.constant([encoded]))
@@ -527,9 +535,10 @@ def test_the_run_ends_with_its_predictions_drawn_beside_the_ground_truth(trained
     assert comparison == str(work / "predictions" / predict.COMPARISON_FILE)
     grid = Image.open(comparison)
     assert grid.height > 4 * 384 and grid.width > 2 * 384  # 4 rows (--draw 4), 2 columns
-    images = sorted(glob.glob(str(trained.dataset / "val2017" / "*.jpg")))[:4]
+    images = sorted(glob.glob(str(trained.dataset / "val2017" / "*")))[:4]  # JPEG and PNG
     for image in images:
-        assert Image.open(work / "predictions" / (os.path.basename(image)[:-4] + ".png")).width >= 384
+        name = os.path.splitext(os.path.basename(image))[0]
+        assert Image.open(work / "predictions" / (name + ".png")).width >= 384
     annotations = COCO(str(trained.dataset / "annotations" / "instances_val2017.json"))
     results = json.loads((work / "predictions" / predict.RESULTS_FILE).read_text())
     assert results, "the trained model drew no detection"

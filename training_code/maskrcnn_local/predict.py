@@ -29,7 +29,7 @@ import tempfile
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageOps
 
 from maskrcnn_job.serving import endpoint_handler, export
 from maskrcnn_local import drawing
@@ -213,7 +213,8 @@ def predict(model: str, images: Sequence[str], out_dir: str, annotations: Option
                 encoded = f.read()
             instances = pasted_instances(predictor(encoded))
             results += coco_results(image_id, instances)
-            image = Image.open(path)
+            # Upright, as the model answered it (serving/orientation.py) and people see it.
+            image = ImageOps.exif_transpose(Image.open(path))
             name = os.path.splitext(os.path.basename(path))[0]
             drawn = drawing.draw_instances(image, instances, predictor.names,
                                            title=f"predicted ({len(instances)})")

@@ -59,9 +59,10 @@ def thumbnail(image_bytes: bytes, image: Dict, detections: List[Dict], names: Di
     """A PIL RGB picture whose longer side is TILE: the image with each detection's mask blended
     in its class's colour, its box and its label. Refuses an image whose size is not the one the
     predictions were made on (its masks would not lie on it)."""
-    from PIL import Image, ImageDraw
+    from PIL import Image, ImageDraw, ImageOps
 
-    picture: Image.Image = Image.open(io.BytesIO(image_bytes))
+    # Upright, as the model answers it (its EXIF orientation turned) and people see it.
+    picture: Image.Image = ImageOps.exif_transpose(Image.open(io.BytesIO(image_bytes)))
     width, height = image["width"], image["height"]
     if picture.size != (width, height):
         raise ValueError(f"{image['file_name']}: the image read is {picture.size[0]} x "

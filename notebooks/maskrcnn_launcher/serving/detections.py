@@ -40,9 +40,10 @@ def draw(image_bytes: bytes, answer: Dict, names: Optional[Dict[int, str]] = Non
          min_score: float = 0.0):
     """A PIL RGB image: the encoded image with each detection's mask (blended over its box),
     box, and '<name> <score>'."""
-    from PIL import Image, ImageDraw
+    from PIL import Image, ImageDraw, ImageOps
 
-    image = Image.open(io.BytesIO(image_bytes)).convert("RGBA")
+    # Upright, as the model answers it (its EXIF orientation turned) and people see it.
+    image = ImageOps.exif_transpose(Image.open(io.BytesIO(image_bytes))).convert("RGBA")
     overlay = Image.new("RGBA", image.size, (0, 0, 0, 0))
     shown = [d for d in answer.get("detections", []) if d.get("score", 1.0) >= min_score]
     for d in shown:

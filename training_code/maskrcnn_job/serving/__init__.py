@@ -1,2 +1,3 @@
-"""What serving needs from a run: the SavedModel (`export`) and the TensorFlow Serving
-container's handler copied beside it (`endpoint_handler`, standard library only)."""
+"""What serving needs from a run: the SavedModel (`export`), which turns each image upright by
+its EXIF orientation (`orientation`, graph ops), and the TensorFlow Serving container's handler
+copied beside it (`endpoint_handler`, standard library only)."""

@@ -2,7 +2,8 @@
 
 Written to <SM_MODEL_DIR>/1/ (the version directory TensorFlow Serving and the SageMaker
 TensorFlow serving container expect). Signatures: `serving_default` takes uint8 image tensors
-[batch, height, width, 3]; `serving_bytes` takes encoded JPEG/PNG strings. Both return
+[batch, height, width, 3]; `serving_bytes` takes encoded JPEG/PNG strings, each turned upright by
+its EXIF orientation (serving/orientation.py). Both return
 detection_boxes ([ymin, xmin, ymax, xmax] in the input image's own pixels), detection_classes
 (the model's class ids), detection_scores, detection_masks (28x28 per box), num_detections,
 image_info (Model Garden's: the image's [height, width], the resized one, the [y, x] scale, the
@@ -27,7 +28,7 @@ from official.vision.serving import detection
 # tf_keras's switch for per-layer traces (its own model.save(save_traces=False) sets it).
 from tf_keras.src.saving.legacy.saved_model import utils as keras_saved_model_utils
 
-from maskrcnn_job.serving import endpoint_handler
+from maskrcnn_job.serving import endpoint_handler, orientation
 
 SERVING_VERSION = "1"
 CODE_DIR = "code"
@@ -53,8 +54,14 @@ def write_serving_code(model_dir: str, categories: List[dict]) -> str:
 
 class _DetectionModule(detection.DetectionModule):
     """Model Garden's module, its `serving_bytes` signature calling the traced `serving_default`
-    function instead of tracing Mask R-CNN's inference a second time (~10 s of each export), and
-    its boxes in the input image's own pixels."""
+    function instead of tracing Mask R-CNN's inference a second time (~10 s of each export),
+    each encoded image turned upright by its EXIF orientation, and its boxes in the input
+    image's own pixels."""
+
+    def _decode_image(self, encoded_image_bytes: tf.Tensor) -> tf.Tensor:
+        """The image as the people who labeled it saw it (serving/orientation.py): Model
+        Garden's decode_image, then its EXIF orientation's turn."""
+        return orientation.upright_image(encoded_image_bytes)
 
     def serve(self, images: tf.Tensor):
         """Model Garden's answer, the boxes divided by the resize's scale: its DetectionModule
