@@ -2,12 +2,13 @@
 reference, and constructed cases whose confusion matrix and thresholds are known exactly.
 
 "Every class of the demo's model": the demo's dataset (maskrcnn_local/synthetic_coco.py's hard
-set: 6 classes in look-alike pairs, 128 px, the demo's 50 validation images' size) with detections
-made from its ground truth (maskrcnn_local/synthetic_detections.py: shifted masks, look-alike
-swaps, duplicates, false detections, scores that rank them as a model would). A trained demo
-model costs ~15 minutes of this machine; the numbers the report reads from COCO's arrays do not
-depend on where the detections come from, and the job run of test_evaluation_job.py checks the
-same equalities on a real (short-trained) model's detections. Seconds.
+set: 6 classes in look-alike pairs, real-shaped images for a 128 px input, the demo's 50
+validation images) with detections made from its ground truth
+(maskrcnn_local/synthetic_detections.py: shifted masks, look-alike swaps, duplicates, false
+detections, scores that rank them as a model would). A trained demo model costs ~15 minutes
+of this machine; the numbers the report reads from COCO's arrays do not depend on where the
+detections come from, and the job run of test_evaluation_job.py checks the same equalities on a
+real (short-trained) model's detections. Seconds.
 """
 
 import contextlib
@@ -79,7 +80,7 @@ def test_per_class_ap_is_cocoeval_restricted_to_the_class_and_their_mean_the_sum
         assert all(row["AP"] is not None and row["AP"] > 0 for row in rows)
         for index, stat in enumerate(STATS):
             values = [row[stat] for row in rows if row[stat] is not None]
-            # 128 px images hold no large object (COCO's > 96^2): APl is COCO's -1, null here.
+            # A size range without ground truth (COCO's "large" on small images) is -1, null here.
             mean = np.mean(values) if values else -1
             assert mean == pytest.approx(coco_eval.stats[index], abs=1e-12), (kind, stat)
             summary = built["tasks"][kind]["summary"][stat]
