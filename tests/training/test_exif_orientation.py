@@ -11,9 +11,9 @@ import struct
 
 import numpy as np
 import pytest
-from PIL import Image, ImageOps
+from PIL import ExifTags, Image, ImageOps
 
-ORIENTATION = 0x0112
+ORIENTATION = ExifTags.Base.Orientation  # TIFF tag 0x0112
 
 
 def _picture(width=37, height=23) -> Image.Image:

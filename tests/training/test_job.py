@@ -319,7 +319,7 @@ def _easy_images(directory, count: int, size: int):
     has one ground truth to lie on: with several, the smallest shapes (10 px at 64) are boxed
     less tightly (the shared model's top box: IoU 0.47-0.57 on one such image over two
     trainings; 0.58-0.90 on one-shape images, 2026-12-07)."""
-    from PIL import Image
+    from PIL import ExifTags, Image
 
     from maskrcnn_local import synthetic_coco
 
@@ -333,7 +333,7 @@ def _easy_images(directory, count: int, size: int):
     assert {im["width"] > im["height"] for im in val["images"]} == {True, False}, val["images"]
     assert min(min(im["width"], im["height"]) for im in val["images"]) > size
     turned = {Image.open(os.path.join(str(directory), "val2017", im["file_name"])).getexif()
-              .get(0x0112, 1) for im in val["images"]}
+              .get(ExifTags.Base.Orientation, 1) for im in val["images"]}
     assert turned == {1, 6, 8}, turned
     return [(os.path.join(str(directory), "val2017", image["file_name"]),
              [a for a in val["annotations"] if a["image_id"] == image["id"]])

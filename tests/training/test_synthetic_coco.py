@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 import pytest
-from PIL import Image, ImageOps
+from PIL import ExifTags, Image, ImageOps
 from pycocotools import mask as mask_api
 from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
@@ -221,7 +221,7 @@ def test_the_real_layout_has_a_real_exports_sizes_aspect_ratios_modes_and_format
     for split, data in splits.items():
         for image in data["images"]:
             with Image.open(os.path.join(out, f"{split}2017", image["file_name"])) as stored:
-                orientation = stored.getexif().get(0x0112, 1)
+                orientation = stored.getexif().get(ExifTags.Base.Orientation, 1)
                 seen["modes"].add(stored.mode)
                 seen["formats"].add(stored.format)
                 seen["orientations"].add(orientation)

@@ -39,7 +39,7 @@ import os
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
-from PIL import Image, ImageDraw
+from PIL import ExifTags, Image, ImageDraw
 
 # Ids 1..N contiguous; the first three are the easy set's, unchanged.
 # Part of local_run's dataset stamp: a change to what generate() writes must bump it.
@@ -78,7 +78,6 @@ REAL = RealLayout()
 # every viewer and labeling tool) shows them upright: the inverse of the orientation's.
 _STORED_TURN = {3: Image.Transpose.ROTATE_180, 6: Image.Transpose.ROTATE_90,
                 8: Image.Transpose.ROTATE_270}
-_EXIF_ORIENTATION = 0x0112
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,7 +115,7 @@ def _save(image: Image.Image, layout: _ImageLayout, path_stem: str, quality: int
         return os.path.basename(path_stem) + ".png"
     if layout.orientation != 1:
         exif = Image.Exif()
-        exif[_EXIF_ORIENTATION] = layout.orientation
+        exif[ExifTags.Base.Orientation] = layout.orientation
         image.transpose(_STORED_TURN[layout.orientation]).save(
             path_stem + ".jpg", format="JPEG", quality=quality, exif=exif.tobytes())
     else:

@@ -43,18 +43,15 @@ def exif_orientation(encoded: tf.Tensor) -> tf.Tensor:
     for _ in range(_EXIF_SEGMENTS):
         is_app = tf.logical_and(tf.equal(at(offset), 0xFF),
                                 tf.logical_and(at(offset + 1) >= 0xE0, at(offset + 1) <= 0xEF))
-        is_exif = tf.logical_and(tf.equal(at(offset + 1), 0xE1), tf.reduce_all(tf.equal(
-            tf.gather(data, tf.clip_by_value(offset + 4 + tf.range(6), 0, last)), exif_header)))
+        is_exif = tf.logical_and(tf.equal(at(offset + 1), 0xE1),
+                                 tf.reduce_all(tf.equal(at(offset + 4 + tf.range(6)), exif_header)))
         tiff = offset + 10
         little = tf.logical_and(tf.equal(at(tiff), 0x49), tf.equal(at(tiff + 1), 0x49))
         big = tf.logical_and(tf.equal(at(tiff), 0x4D), tf.equal(at(tiff + 1), 0x4D))
         directory = tiff + u32(tiff + 4, little)
         count = u16(directory, little)
         entries = directory + 2 + 12 * tf.range(_IFD_ENTRIES)
-        tags = tf.where(little, tf.gather(data, tf.clip_by_value(entries, 0, last)) +
-                        256 * tf.gather(data, tf.clip_by_value(entries + 1, 0, last)),
-                        256 * tf.gather(data, tf.clip_by_value(entries, 0, last)) +
-                        tf.gather(data, tf.clip_by_value(entries + 1, 0, last)))
+        tags = u16(entries, little)
         matches = tf.logical_and(tf.equal(tags, _ORIENTATION_TAG),
                                  tf.range(_IFD_ENTRIES) < count)
         first = tf.argmax(tf.cast(matches, tf.int32), output_type=tf.int32)

@@ -324,9 +324,9 @@ class Evaluator:
                 report["validation_losses"] = {name[len("eval/"):]: round(value, 6)
                                                for name, value in validation_losses.items()}
             assert self._report_root is not None  # evaluate() writes reports only then
-            files = evaluation_report.write(report, report_dir(self._report_root, step))
-            files["detections"] = _write_detections(results, self._source_ids or {},
-                                                    report_dir(self._report_root, step))
+            folder = report_dir(self._report_root, step)
+            files = evaluation_report.write(report, folder)
+            files["detections"] = _write_detections(results, self._source_ids or {}, folder)
         except Exception as error:  # noqa: BLE001  (the report is secondary: the model is not)
             log.warning("%s", report_failure(step, error))
             self.last_report = None
