@@ -39,7 +39,7 @@ STEP_BUDGET_MINUTES = 0.15
 END_AFTER_BUDGET_SECONDS = 30
 
 
-def _run_and_stop(work_dir, args, variable, when_line_matches, timeout=420):
+def _run_and_stop(work_dir, args, variable, when_line_matches):
     """A local run in which the process with `variable` is stopped (SIGSTOP) once a line matching
     `when_line_matches` is out. Returns (exit status, output, {line pattern: first time seen},
     stop time, end time)."""
@@ -54,7 +54,10 @@ def _run_and_stop(work_dir, args, variable, when_line_matches, timeout=420):
             return True
         return False
 
-    status, output, stopped_at, ended_at = job_runs.run_watching(work_dir, args, on_line, timeout)
+    # The run's own time limit is job_runs' default: what this test bounds is the time from the
+    # stop to the job's end, not the start-up, which took 135 s of a 390 s limit on CI's machine
+    # with the other test processes beside it (2026-12-07: the stall was never reached).
+    status, output, stopped_at, ended_at = job_runs.run_watching(work_dir, args, on_line)
     return status, output, seen, stopped_at, ended_at
 
 
