@@ -4,9 +4,7 @@ Studio's import validation and its COCO export of the accepted predictions (labe
 CVAT's COCO 1.0 import (Datumaro). The masks are numpy shapes, encoded as a predictions run holds
 them (predictions.rle)."""
 
-import json
 import os
-import subprocess
 
 import cv2
 import numpy as np
@@ -16,10 +14,8 @@ from pycocotools import mask as mask_utils
 from maskrcnn_launcher.labeling import polygons, pre_annotations
 from maskrcnn_launcher.labeling.pre_annotations import PreAnnotationError
 from maskrcnn_launcher.labeling.predictions import Predictions, rle
-from tests.paths import REPO
+from tests.launcher.read_back import read_back
 
-LABELING_PYTHON = os.path.join(REPO, ".venv-labeling", "bin", "python")
-SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "labeling_readback.py")
 SOURCE = "s3://data-bucket/unlabeled/"
 MODEL = "maskrcnn-20260101-train"
 # Sparse ids, as a dataset's own are; a name with a character XML escapes.
@@ -70,22 +66,12 @@ def _run(source=SOURCE) -> Predictions:
         score_threshold=0.5)
 
 
-def _read_back(paths, workdir) -> dict:
-    if not os.path.isfile(LABELING_PYTHON):
-        raise AssertionError(f"{LABELING_PYTHON} is missing: run `make setup` (the labeling "
-                             "tools, tests/training/labeling-requirements.txt)")
-    done = subprocess.run([LABELING_PYTHON, SCRIPT, *paths, str(workdir)],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    return json.loads(done.stdout)
-
-
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
     folder = tmp_path_factory.mktemp("pre-annotations")
     built = pre_annotations.build(_run())
     paths = built.write(str(folder))
-    return built, paths, _read_back(paths, tmp_path_factory.mktemp("readback"))
+    return built, paths, read_back(paths, tmp_path_factory.mktemp("readback"))
 
 
 def _iou(shapes, mask) -> float:

@@ -26,7 +26,7 @@ from maskrcnn_local import sagemaker_job
 from tests import trained_runs
 from tests.launcher import cli as launcher_cli
 from tests.paths import SERVING_PYTHON
-from tests.training import job_runs, playback
+from tests.training import easy_images, job_runs, playback
 from tests.training.job_runs import FAILING_TRAIN, measured
 from tests.training.learning import assert_the_loss_falls, assert_the_rpn_learns
 
@@ -309,59 +309,6 @@ def test_the_log_has_no_library_noise(runs):
     assert _noise(runs["first"], shown=("PredictCost",)) == []
 
 
-def _easy_images(directory, count: int, size: int):
-    """`count` images of the easy synthetic set, landscape and portrait (16:9, 4:3 and their
-    transposes) two to four times the model's input size, half of them JPEGs stored a quarter
-    turn away with the EXIF orientation that turns them upright (6 and 8, a phone's), one shape
-    each, with their ground truth in the upright images' own pixels: [(path, [COCO
-    annotation])]. The model sees each turned upright, resized to its input and padded; the
-    answers must come back in the upright image's pixels. One object, so that the top detection
-    has one ground truth to lie on: with several, the smallest shapes (10 px at 64) are boxed
-    less tightly (the shared model's top box: IoU 0.47-0.57 on one such image over two
-    trainings; 0.58-0.90 on one-shape images, 2026-12-07)."""
-    from PIL import ExifTags, Image
-
-    from maskrcnn_local import synthetic_coco
-
-    layout = synthetic_coco.RealLayout(long_side=(2.0, 4.0), aspects=((16, 9), (9, 16), (4, 3),
-                                                                     (3, 4)),
-                                       gray_fraction=0, png_fraction=0, exif_fraction=0.5,
-                                       exif_orientations=(6, 8))
-    splits = synthetic_coco.generate(str(directory), num_train=1, num_val=count, image_size=size,
-                                     difficulty="easy", seed=45, max_shapes=1, real=layout)
-    val = splits["val"]
-    assert {im["width"] > im["height"] for im in val["images"]} == {True, False}, val["images"]
-    assert min(min(im["width"], im["height"]) for im in val["images"]) > size
-    turned = {Image.open(os.path.join(str(directory), "val2017", im["file_name"])).getexif()
-              .get(ExifTags.Base.Orientation, 1) for im in val["images"]}
-    assert turned == {1, 6, 8}, turned
-    return [(os.path.join(str(directory), "val2017", image["file_name"]),
-             [a for a in val["annotations"] if a["image_id"] == image["id"]])
-            for image in val["images"]]
-
-
-def _box_iou(box, truth) -> float:
-    """IoU of two [x, y, w, h] boxes by pycocotools (not our code)."""
-    from pycocotools import mask as mask_utils
-
-    return float(mask_utils.iou([box], [truth], [0])[0][0])
-
-
-def _pasted_mask_iou(detection, truth, height: int, width: int) -> float:
-    """IoU of a detection's 28x28 mask pasted at the image's full resolution by Model Garden's
-    paste (its COCO evaluator's) with the ground truth's polygon, by pycocotools (not our code)."""
-    import numpy as np
-    from official.vision.ops import mask_ops
-    from pycocotools import mask as mask_utils
-
-    pasted = mask_ops.paste_instance_masks(np.array([detection["mask"]], np.float32),
-                                           np.array([detection["bbox"]], np.float32),
-                                           height, width)[0]
-    predicted = mask_utils.encode(np.asfortranarray(pasted.astype(np.uint8)))
-    expected = mask_utils.merge(mask_utils.frPyObjects(truth["segmentation"], height, width))
-    return float(mask_utils.iou([predicted], [expected], [0])[0][0])
-
-
 def test_the_endpoint_answers_an_image_with_detections_as_the_container_would(trained, tmp_path):
     """The handler as the TensorFlow Serving container runs it (maskrcnn_local/batch_transform.py)
     on the shared trained model, which detects: every detection's geometry (its box inside the
@@ -381,7 +328,7 @@ def test_the_endpoint_answers_an_image_with_detections_as_the_container_would(tr
     categories = json.loads((trained.model_dir / "code" / "categories.json").read_text())
     names = {c["id"]: c["name"] for c in categories}
     size = json.loads((trained.opt_ml / "input" / "config" / "hyperparameters.json").read_text())
-    images = _easy_images(tmp_path / "easy", 4, int(size["image_size"]))
+    images = easy_images.make(tmp_path / "easy", 4, int(size["image_size"]))
     answered, overlaps, mask_overlaps = 0, {}, {}
     for image_file, truth in images:
         with open(image_file, "rb") as f:
@@ -412,10 +359,10 @@ def test_the_endpoint_answers_an_image_with_detections_as_the_container_would(tr
         top = detections[0]
         overlaps[os.path.basename(image_file)] = measured(
             f"top detection's box IoU with the ground truth, {os.path.basename(image_file)}",
-            max(_box_iou(top["bbox"], a["bbox"]) for a in truth))
+            max(easy_images.box_iou(top["bbox"], a["bbox"]) for a in truth))
         mask_overlaps[os.path.basename(image_file)] = measured(
             f"top detection's mask IoU with the ground truth, {os.path.basename(image_file)}",
-            _pasted_mask_iou(top, truth[0], height, width))
+            easy_images.pasted_mask_iou(top, truth[0], height, width))
         # The default threshold keeps only the confident ones.
         body, _ = batch_transform.answer(served, encoded, "image/jpeg")
         assert all(d["score"] >= 0.3 for d in json.loads(body)["detections"])
