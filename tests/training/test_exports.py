@@ -144,6 +144,38 @@ def test_an_exif_rotated_jpeg_is_turned_upright_as_the_tools_annotate_it(tmp_pat
     assert any("1 image(s) turned upright" in note for note in _info(out).notes)
 
 
+def test_label_studios_export_of_an_exif_turned_image_is_taken_upright_with_its_polygons(
+        tmp_path):
+    """Label Studio's converter writes a turned image's stored size and scales its polygons by
+    it, a rectangle by the upright size (HumanSignal/label-studio#6608): the image is taken at
+    its upright size and its polygon scaled back, so the records' masks lie on the red boxes
+    the labeler drew; the notes name the image."""
+    rotated = "01-part.jpg"
+    root, written = label_studio_export(tmp_path, count=4, rotated=(rotated,), rectangles=True)
+    image = next(im for im in written["images"] if im["file_name"].endswith(rotated))
+    assert (image["width"], image["height"]) == (24, 32)  # the stored size: the tool's quirk
+    # A seed that puts the turned image in val.
+    seed = next(s for s in range(100) if image["id"] in exports.split_ids([0, 1, 2, 3], 0.5, s)[1])
+    out = str(tmp_path / "channel")
+    coco_to_tfrecord.convert_export(root, out, val_fraction=0.5, seed=seed, progress=False,
+                                    boxes_without_mask=labeling.BOX_AS_MASK)
+    examples = {int(e["source_id"]): e for split in layout.SPLITS for e in _records(out, split)}
+    assert len(examples) == 4
+    for source_id, example in examples.items():
+        assert example["image"].shape == (24, 32, 3), source_id  # upright: 32 wide, 24 high
+        polygon_mask, rectangle_mask = example["groundtruth_instance_masks"].astype(bool)
+        inside = example["image"][polygon_mask]
+        # The polygon lies on the red box (JPEG blurs its edges: means, not extremes).
+        assert inside[:, 0].mean() > 200 and inside[:, 1].mean() < 60, source_id
+        np.testing.assert_array_equal(rectangle_mask, box_mask(32, 24, [18, 12, 6, 5]))
+    note, = [n for n in _info(out).notes if "HumanSignal/label-studio#6608" in n]
+    assert note.startswith("1 EXIF-turned image(s)") and note.endswith(rotated), note
+    # The evaluation's ground truth (the seed puts the image in val) is upright too.
+    val = json.loads(open(layout.Channel(out).annotations(layout.VAL)).read())
+    assert image["id"] in {im["id"] for im in val["images"]}
+    assert {(im["width"], im["height"]) for im in val["images"]} == {(32, 24)}
+
+
 def test_label_studios_single_file_is_split_reproducibly_and_the_split_recorded(tmp_path):
     root, _ = label_studio_export(tmp_path, count=10, empty=("04-part.jpg",))
 

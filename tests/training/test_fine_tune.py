@@ -44,23 +44,16 @@ def _local_run(work, *args, timeout=900):
     return job_runs.run(work, *STEPS, *args, timeout=timeout, check=True)
 
 
-# Real-shaped images but none turned by an EXIF orientation: Label Studio's COCO converter
-# (label_studio_sdk converter.py, convert_to_coco) writes such an image's *stored* size,
-# Image.open(...).size, beside regions drawn on the upright image, which our converter refuses
-# ("decoded 87x58, annotated 58x87", 2026-12-07); and the exported model answers such an image in
-# its stored pixels (docs/serving.md). Both are issue 45's to fix.
-NO_EXIF = synthetic_coco.RealLayout(exif_fraction=0)
-
-
 def _export(root):
-    """The synthetic set's easy shapes (3 classes), each drawn as a polygon of another name in
-    Label Studio and exported by its own converter ("COCO with Images": result.json, images/,
-    ids from 0; tests/training/tool_exports.py)."""
+    """The synthetic set's easy shapes (3 classes) on real-shaped images, some EXIF-turned, each
+    drawn as a polygon of another name in Label Studio and exported by its own converter ("COCO
+    with Images": result.json, images/, ids from 0, a turned image at its stored size:
+    tests/training/tool_exports.py)."""
     from tests.training import tool_exports
 
     coco = root.parent / "easy-coco"
     splits = synthetic_coco.generate(str(coco), num_train=14, num_val=6, image_size=64,
-                                     difficulty="easy", real=NO_EXIF)
+                                     difficulty="easy")
     names = {c["id"]: new["name"] for c, new in zip(synthetic_coco.EASY_CATEGORIES,
                                                      EXPORT_CATEGORIES)}
     items = []
@@ -446,7 +439,7 @@ def test_the_loop_a_second_round_trains_on_the_corrected_pre_annotations_and_eva
 
     coco = tmp_path / "next-coco"
     splits = synthetic_coco.generate(str(coco), num_train=8, num_val=4, image_size=64,
-                                     difficulty="easy", seed=35, real=NO_EXIF)
+                                     difficulty="easy", seed=35)
     folder = tmp_path / "unlabeled" / "round2"
     folder.mkdir(parents=True)
     truth = {"images": [], "annotations": []}

@@ -137,10 +137,11 @@ def cvat_export(tmp_path, count=6, rotated=(), drawn="mask", rectangles=False):
     return write(CVAT, tmp_path / "cvat", LABELS, items)
 
 
-def label_studio_export(tmp_path, count=10, empty=(), rectangles=False):
+def label_studio_export(tmp_path, count=10, empty=(), rectangles=False, rotated=()):
     """Label Studio's COCO with images: result.json + images/, polygons; ids from 0, file names
-    the uploads' paths relative to where the export was written (../<media>/upload/3/...)."""
+    the uploads' paths relative to where the export was written (../<media>/upload/3/...).
+    `rotated`: names of images stored on their side with EXIF orientation 6."""
     names = [f"{i:02d}-part.jpg" for i in range(count)]
     items = red_box_items(tmp_path / "ls-uploads", names, "polygon", empty=empty,
-                          rectangles=rectangles)
+                          rectangles=rectangles, rotated=rotated)
     return write(LABEL_STUDIO, tmp_path / "label-studio", LABELS, items)

@@ -603,14 +603,15 @@ def convert_sources(sources: List[exports.SplitSource], out_dir: str, name: str 
                                     shards=r.shards, skipped=len(r.problems))
                 for s, r in results.items()},
         name=name, source=_summary(source or {}),
-        notes=notes(categories, results, crowd_as_instances)))
+        notes=list((source or {}).get("notes", [])) + notes(categories, results,
+                                                            crowd_as_instances)))
     return results
 
 
 def _summary(source: Dict) -> Dict:
     """dataset_info.json's `source`: the export's format and files, and how it was split (the
     images of each split are in annotations/split.json)."""
-    summary = {k: v for k, v in source.items() if k != "split"}
+    summary = {k: v for k, v in source.items() if k not in ("split", "notes")}
     if "split" in source:
         summary["split"] = {k: v for k, v in source["split"].items() if k != "images"}
     return summary

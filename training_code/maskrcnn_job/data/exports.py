@@ -23,7 +23,10 @@ upload's path relative to where the export was written, `../<media>/upload/<proj
 which only the base name finds (upload names carry a hash prefix, so they are unique:
 label_studio/data_import/models.py, upload_name_generator). An export with one annotations file
 is split into train and val by a seed and a fraction (the same seed and export, the same split),
-recorded by the converter in the channel. Pure Python: no TensorFlow.
+recorded by the converter in the channel. Label Studio gives an EXIF-turned image its stored size
+and scales its polygons by it (HumanSignal/label-studio#6608): `label_studio_upright_sizes` takes
+such an image at its upright size, the polygons scaled back, and the dataset's notes name it.
+Pure Python and Pillow's header reads: no TensorFlow.
 """
 
 import dataclasses
@@ -249,6 +252,63 @@ def resolve_file_names(dataset: Dict, root: str, image_dirs: List[str]) -> int:
     return unresolved
 
 
+# EXIF orientations 5 to 8 turn an image a quarter: its upright width is its stored height.
+_EXIF_ORIENTATION = 0x0112
+_QUARTER_TURNS = (5, 6, 7, 8)
+
+
+def _stored_size_and_orientation(path: str) -> Optional[Tuple[Tuple[int, int], int]]:
+    """The file's stored (width, height) and EXIF orientation, from its header; None when it is
+    no image Pillow reads (the converter reports that file)."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as image:
+            return image.size, int(image.getexif().get(_EXIF_ORIENTATION, 1) or 1)
+    except Exception:  # noqa: BLE001  (Pillow raises OSError, SyntaxError, ValueError...)
+        return None
+
+
+def label_studio_upright_sizes(dataset: Dict, root: str) -> List[str]:
+    """Label Studio's COCO export of an image turned by its EXIF orientation (a phone's portrait
+    photo) writes the image's *stored* size, width and height swapped, while its regions were
+    drawn on the upright image, and scales polygon points by that stored size (label_studio_sdk
+    converter.py, Converter.convert_to_coco: `width, height = img.size` of the exported image,
+    polygon points `x / 100 * width, y / 100 * height`; a rectangle's box by its region's
+    `original_width` and `original_height`, the upright size; HumanSignal/label-studio#6608,
+    open). Such an image, annotated at exactly its stored size with an orientation of 5 to 8, is
+    taken at its upright size here, its polygons and their boxes scaled back to the upright
+    image's pixels (x by upright width / stored width, y by upright height / stored height; the
+    area is unchanged); a box without a polygon is already right. Returns the file names
+    corrected, for the dataset's notes."""
+    corrected = []
+    by_image: Dict = {}
+    for annotation in dataset.get("annotations") or []:
+        by_image.setdefault(annotation.get("image_id"), []).append(annotation)
+    for image in dataset.get("images") or []:
+        found = _stored_size_and_orientation(os.path.join(root, image.get("file_name", "")))
+        if found is None:
+            continue
+        (stored_width, stored_height), orientation = found
+        if orientation not in _QUARTER_TURNS or stored_width == stored_height or \
+                (image.get("width"), image.get("height")) != (stored_width, stored_height):
+            continue
+        x_scale, y_scale = stored_height / stored_width, stored_width / stored_height
+        for annotation in by_image.get(image.get("id"), []):
+            polygons = annotation.get("segmentation")
+            if not isinstance(polygons, list) or not polygons:
+                continue  # a rectangle's box: scaled by the upright size already
+            annotation["segmentation"] = [
+                [value * (x_scale if index % 2 == 0 else y_scale)
+                 for index, value in enumerate(polygon)] for polygon in polygons]
+            if len(annotation.get("bbox") or []) == 4:
+                x, y, w, h = annotation["bbox"]
+                annotation["bbox"] = [x * x_scale, y * y_scale, w * x_scale, h * y_scale]
+        image["width"], image["height"] = stored_height, stored_width
+        corrected.append(image["file_name"])
+    return corrected
+
+
 def _read(path: str) -> Dict:
     try:
         with open(path, encoding="utf-8") as f:
@@ -294,6 +354,15 @@ def load(export: Export, val_fraction: float, seed: int) -> Tuple[List[SplitSour
         path = os.path.join(export.root, export.files[None])
         dataset = _read(path)
         unresolved += resolve_file_names(dataset, export.root, export.image_dirs[None])
+        if export.kind == LABEL_STUDIO:
+            upright = label_studio_upright_sizes(dataset, export.root)
+            if upright:
+                record["notes"] = [
+                    f"{len(upright)} EXIF-turned image(s) that Label Studio's COCO export gave "
+                    "at their stored size, width and height swapped, and with their polygons "
+                    "scaled by it (HumanSignal/label-studio#6608), taken at their upright size "
+                    f"with the polygons scaled back: {', '.join(upright[:5])}"
+                    + (f" and {len(upright) - 5} more" if len(upright) > 5 else "")]
         ids = [im.get("id") for im in dataset.get("images") or []]
         train, val = split_ids(ids, val_fraction, seed)
         record["split"] = {"by": "seed", "seed": seed, "val_fraction": val_fraction}
