@@ -1,16 +1,15 @@
 """Made-up inputs of the endpoint's handler (training_code/maskrcnn_job/serving): the container's
 request context and a row of the model's answer, no TensorFlow."""
 
-import types
-
 import numpy as np
 
 
-def request_context(content_type="image/jpeg", attributes=""):
-    """What the TensorFlow Serving container hands the handler beside the body (SageMaker's
-    Context): the request's content type, JSON accepted, its custom attributes."""
-    return types.SimpleNamespace(request_content_type=content_type,
-                                 accept_header="application/json", custom_attributes=attributes)
+def request_context(content_type="image/jpeg", attributes=None):
+    """What the TensorFlow Serving container hands the handler beside the body: its immutable
+    Context, as maskrcnn_local.batch_transform builds it."""
+    from maskrcnn_local import batch_transform
+
+    return batch_transform.request_context(content_type, attributes)
 
 
 def detection_row(scores=(0.9, 0.2), count=2):

@@ -202,3 +202,15 @@ def test_the_predict_command_exits_2_naming_the_file(tmp_path, capsys):
     assert exit_status.value.code == 2
     assert "cut.png' cannot be decoded" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_the_handler_gets_the_containers_immutable_context():
+    """As the TensorFlow Serving container's tfs_utils.Context, a namedtuple: a handler that
+    stored state on it would fail in the container, so it fails here; a custom attributes header
+    that was not sent is None, not ""."""
+    context = request_context()
+    assert context.custom_attributes is None and context.accept_header == "application/json"
+    with pytest.raises(AttributeError):
+        context.threshold = 0.5
+    request = endpoint_handler.input_handler(io.BytesIO(b"\xff\xd8jpeg"), context)
+    assert json.loads(request)["signature_name"] == "serving_bytes"

@@ -16,6 +16,7 @@ the tests evaluate them where the launcher's request is (tests/iam/implied.py).
 """
 
 import base64
+import collections
 import dataclasses
 import importlib.util
 import io
@@ -25,9 +26,25 @@ import types
 from typing import Any, Dict, List, Optional, Tuple
 from unittest import mock
 
-from maskrcnn_job.serving import export
-
 OUT_SUFFIX = ".out"
+# The container's request context, immutable (aws/sagemaker-tensorflow-serving-container,
+# docker/build_artifacts/sagemaker/tfs_utils.py, Context and parse_request): a handler that
+# stored state on it would fail there, so it fails here too.
+Context = collections.namedtuple(
+    "Context", "model_name, model_version, method, rest_uri, grpc_port, channel, "
+               "custom_attributes, request_content_type, accept_header, content_length")
+# What parse_request puts in it for one model without tfs-* custom attributes: TensorFlow
+# Serving's REST predict of the default model (make_tfs_uri) on the container's default ports.
+_REST_URI = "http://localhost:8501/v1/models/model:predict"
+_GRPC_PORT = 9000
+
+
+def request_context(content_type: str, custom_attributes: Optional[str] = None,
+                    content_length: int = 0) -> Context:
+    """The Context parse_request builds for a request: a header that was not sent is None;
+    Accept defaults to JSON."""
+    return Context(None, None, None, _REST_URI, _GRPC_PORT, None, custom_attributes or None,
+                   content_type, "application/json", content_length)
 
 
 @dataclasses.dataclass
@@ -47,6 +64,8 @@ def serve(model_dir: str) -> Served:
     """The model directory as the container loads it: its handler and its SavedModel."""
     import tensorflow as tf
 
+    from maskrcnn_job.serving import export  # TensorFlow's import: not for Context alone
+
     spec = importlib.util.spec_from_file_location(
         "inference", os.path.join(model_dir, export.CODE_DIR, "inference.py"))
     assert spec is not None and spec.loader is not None  # a .py file always has both
@@ -61,9 +80,7 @@ def answer(served: Served, body: bytes, content_type: str, custom_attributes: st
     the handler raises."""
     import tensorflow as tf
 
-    context = types.SimpleNamespace(request_content_type=content_type,
-                                    accept_header="application/json",
-                                    custom_attributes=custom_attributes)
+    context = request_context(content_type, custom_attributes, len(body))
     with mock.patch.dict(os.environ, environment or {}):
         request = json.loads(served.handler.input_handler(io.BytesIO(body), context))
         signature = served.saved_model.signatures[request["signature_name"]]
