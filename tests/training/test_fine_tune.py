@@ -18,7 +18,7 @@ from maskrcnn_contract import hyperparameters, job_io
 from maskrcnn_local import synthetic_coco
 
 from tests import trained_runs
-from tests.training import job_runs
+from tests.training import coco_oracle, job_runs
 
 # Starts training runs (make check leaves it to make test).
 pytestmark = pytest.mark.end_to_end
@@ -430,7 +430,8 @@ def test_the_loop_a_second_round_trains_on_the_corrected_pre_annotations_and_eva
     predicts a new batch of images in a folder (maskrcnn_local/predict_batch.py: the transform's
     path and the launcher's assembly and hand-off), a labeler corrects its CVAT pre-annotations
     (_corrected, against the synthetic ground truth), CVAT exports them (Datumaro's exporter) and
-    round 2 fine-tunes from round 1 on that export and evaluates."""
+    round 2 fine-tunes from round 1 on that export and evaluates: on real-shaped images, some
+    EXIF-turned, its report agrees with pycocotools on the detections it wrote."""
     import shutil
 
     from maskrcnn_local import predict_batch, synthetic_coco
@@ -480,3 +481,22 @@ def test_the_loop_a_second_round_trains_on_the_corrected_pre_annotations_and_eva
     report = json.loads((model / "code" / "evaluation" / "report.json").read_text())
     assert [c["name"] for c in report["categories"]] == [c["name"] for c in EXPORT_CATEGORIES]
     assert re.search(r"^eval/segm_AP: \S+$", second.stdout, re.M)
+    from maskrcnn_job.data import layout
+    from maskrcnn_job.training.evaluation import DETECTIONS_FILE
+
+    # Its report is pycocotools' on the detections it wrote, against CVAT's own file (Datumaro's,
+    # which no code of ours touched) on the real-shaped val images the split chose.
+    channel = tmp_path / "round2" / "opt_ml" / "input" / "data" / "train"
+    split = json.loads((channel / layout.ANNOTATIONS_DIR / layout.SPLIT_RECORD).read_text())
+    val_ids = [image["id"] for image in split["images"]["val"]]
+    export_file = glob.glob(os.path.join(export, "annotations", "*.json"))[0]
+    sizes = {(im["width"], im["height"]) for im in json.loads(open(export_file).read())["images"]
+             if im["id"] in val_ids}
+    assert any(w != h for w, h in sizes), sizes
+    found, = glob.glob(str(tmp_path / "round2" / "opt_ml" / "output" / "data" / "evaluation" /
+                           "step-*" / DETECTIONS_FILE))
+    detections = coco_oracle.read_detections(found)
+    assert detections, "round 2 detected nothing on its val images"
+    for kind in ("bbox", "segm"):
+        assert coco_oracle.stats(export_file, detections, kind, val_ids)[0] == pytest.approx(
+            report["tasks"][kind]["summary"]["AP"], abs=1e-6), kind
