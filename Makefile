@@ -60,7 +60,7 @@ help:
 	@echo "make test   - set up everything and run all tests (what CI runs)"
 	@echo "make synth  - synthesize the CDK app into cdk.out (offline, cdk-nag applied)"
 	@echo "make lint   - synthesize, then cfn-lint every template"
-	@echo "make bench  - CPU benchmarks (root, long): the demo's accuracy; COCOeval by pycocotools and faster-coco-eval; horovod, multi_worker_mirrored, parameter_server side by side; converter speed; writes docs/benchmarks.md"
+	@echo "make bench  - CPU benchmarks (root, long): the demo's accuracy; COCOeval by pycocotools and faster-coco-eval; horovod, multi_worker_mirrored, parameter_server side by side; converter speed; what large images cost; writes docs/benchmarks.md"
 
 # What `make demo` uses: the job's environment with Horovod, the CDK CLI and what they need.
 setup-demo: apt $(VENV)/.horovod node_modules/.installed
@@ -223,6 +223,8 @@ bench: setup-demo apt-hosts $(IMAGE_VENV)/.installed
 	$(PY) benchmarks/demo_accuracy.py --results-dir $(BENCH_RESULTS)
 	# COCOeval by pycocotools and faster-coco-eval on the model demo_accuracy.py just trained.
 	$(PY) benchmarks/coco_eval_speed.py --results-dir $(BENCH_RESULTS)
+	# What images up to 48 MP cost the converter and the predictions, on that model too.
+	$(PY) benchmarks/large_images.py --model build/bench/demo/opt_ml/model --results-dir $(BENCH_RESULTS)
 	$(PY) benchmarks/report.py $(BENCH_RESULTS) --baseline $(BENCH_BASELINE) --out docs/benchmarks.md \
 	    --evaluation-doc docs/evaluation.md
 

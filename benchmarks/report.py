@@ -3,9 +3,10 @@
     python benchmarks/report.py [RESULTS_DIR] [--baseline DIR] [--out docs/benchmarks.md]
 
 One section per file found in RESULTS_DIR (build/bench/results): demo_accuracy.json,
-cpu_scaling.json, converter_speed.json, coco_eval_speed.json. Each section is one file, so one
-script's run: it starts with that run's date, machine and command, and a smoke run's section says
-that its figures mean nothing. Files measured on different machines are refused. With --baseline, a
+cpu_scaling.json, converter_speed.json, coco_eval_speed.json, large_images.json. Each section is
+one file, so one script's run: it starts with that run's date, machine and command, and a smoke
+run's section says that its figures mean nothing. Files measured on different machines are
+refused. With --baseline, a
 first section sets the key figures of an earlier run's files (kept in benchmarks/baselines/) beside
 this run's, and marks a step time more than 10% slower. The page says nothing that is not in the
 files or in the scripts. With --evaluation-doc, docs/evaluation.md's example is the demo's run's
@@ -325,9 +326,41 @@ def coco_eval_speed_section(record: dict) -> list:
     return lines
 
 
+def _path_cell(figures: dict) -> str:
+    if "failed" in figures:
+        return f"failed: {figures['failed']}"
+    cell = f"{figures['seconds']:.1f} s, {figures['peak_rss_mb']:,.0f} MB"
+    if figures.get("detections") is not None:
+        cell += f" ({figures['detections']} detections)"
+    return cell
+
+
+def large_images_section(record: dict) -> list:
+    lines = ["## Large images: conversion and predictions", ""] + _run_line(record) + [
+        "",
+        "`benchmarks/large_images.py`: one JPEG of each size holding the shapes the model "
+        f"(`{_shown(record['model'])}`) "
+        "was trained on, each path in a fresh process: the converter, `predict` (at score "
+        "threshold 0: every detection the model returns pasted onto the whole image, then drawn) "
+        "and predict-batch's local path (the masks pasted one at a time, then the "
+        "pre-annotations, the ranking and the contact sheet). Each cell is the process's wall "
+        "time and peak resident memory, its imports and the model's load included: the "
+        "smallest image's row is the floor the others add to.",
+        ""]
+    rows = []
+    for row in record["rows"]:
+        megapixels = row["width"] * row["height"] / 1e6
+        rows.append([f"{row['width']} x {row['height']} ({megapixels:.1f} MP)",
+                     f"{row['jpeg_mb']:.2f} MB", _path_cell(row["convert"]),
+                     _path_cell(row["predict"]), _path_cell(row["predict_batch"])])
+    return lines + _table(["image", "JPEG", "converter", "`predict`", "predict-batch (local)"],
+                          rows)
+
+
 SECTIONS = (("demo_accuracy", demo_accuracy_section), ("cpu_scaling", cpu_scaling_section),
             ("converter_speed", converter_speed_section),
-            ("coco_eval_speed", coco_eval_speed_section))
+            ("coco_eval_speed", coco_eval_speed_section),
+            ("large_images", large_images_section))
 
 
 def load(results_dir: str) -> dict:

@@ -1,7 +1,8 @@
 """What every benchmark records beside its figures, and where (`make bench`).
 
 Each benchmark script writes one JSON file, <results dir>/<benchmark>.json, with
-  benchmark  the script's name: cpu_scaling, converter_speed, demo_accuracy, coco_eval_speed
+  benchmark  the script's name: cpu_scaling, converter_speed, demo_accuracy, coco_eval_speed,
+             large_images
   date       the UTC date the run started (YYYY-MM-DD)
   machine    CPU model, cores, memory, OS, Python, TensorFlow and Horovod versions
   command    the exact command line, run from the repository root

@@ -72,8 +72,20 @@ def _fixture() -> dict:
                      demo_run={"last_evaluation_coco_eval_s": 1.5,
                                "last_evaluation_inference_s": 20.0, "evaluations": 4,
                                "run_seconds": 1000.0, "share_of_run": 0.006})
+    large = dict(_envelope("large_images", "python benchmarks/large_images.py --model "
+                                           "build/bench/demo/opt_ml/model"),
+                 model=os.path.join(REPO, "build", "bench", "demo", "opt_ml", "model"),
+                 rows=[{"width": 640, "height": 480, "jpeg_mb": 0.15,
+                        "convert": {"seconds": 0.11, "peak_rss_mb": 41.3, "detections": None},
+                        "predict": {"seconds": 11.43, "peak_rss_mb": 1094.4, "detections": 9},
+                        "predict_batch": {"seconds": 14.2, "peak_rss_mb": 1105.1,
+                                          "detections": 9}},
+                       {"width": 8000, "height": 6000, "jpeg_mb": 22.35,
+                        "convert": {"seconds": 1.11, "peak_rss_mb": 190.8, "detections": None},
+                        "predict": {"seconds": 24.81, "peak_rss_mb": 2951.5, "detections": 2},
+                        "predict_batch": {"failed": "MemoryError"}}])
     return {"demo_accuracy": demo, "cpu_scaling": cpu, "converter_speed": converter,
-            "coco_eval_speed": coco_eval}
+            "coco_eval_speed": coco_eval, "large_images": large}
 
 
 def _write(directory, records: dict) -> None:
@@ -104,13 +116,19 @@ def test_each_section_is_one_run_with_its_date_machine_and_command(tmp_path):
     assert list(sections) == ["`make demo`'s accuracy",
                               "Training on CPU: the three distributions side by side",
                               "COCO converter speed",
-                              "COCO evaluation: pycocotools and faster-coco-eval"]
-    for section, command in zip(sections.values(), ("benchmarks/demo_accuracy.py",
-                                                    "benchmarks/cpu_scaling.py --smoke",
-                                                    "benchmarks/converter_speed.py",
-                                                    "benchmarks/coco_eval_speed.py")):
+                              "COCO evaluation: pycocotools and faster-coco-eval",
+                              "Large images: conversion and predictions"]
+    for section, command in zip(sections.values(), (
+            "benchmarks/demo_accuracy.py", "benchmarks/cpu_scaling.py --smoke",
+            "benchmarks/converter_speed.py", "benchmarks/coco_eval_speed.py",
+            "benchmarks/large_images.py --model build/bench/demo/opt_ml/model")):
         assert f"Measured 2026-01-02 on {MACHINE}, in 1.5 min, by `python {command}`." in section
-    demo, cpu, converter, coco_eval = sections.values()
+    demo, cpu, converter, coco_eval, large = sections.values()
+    assert "the model (`build/bench/demo/opt_ml/model`)" in large
+    assert ("| 640 x 480 (0.3 MP) | 0.15 MB | 0.1 s, 41 MB | 11.4 s, 1,094 MB (9 detections) "
+            "| 14.2 s, 1,105 MB (9 detections) |") in large
+    assert ("| 8000 x 6000 (48.0 MP) | 22.35 MB | 1.1 s, 191 MB | 24.8 s, 2,952 MB "
+            "(2 detections) | failed: MemoryError |") in large
     assert "| 400 | 4.0 | 0.097 | 0.176 | 0.107 | 0.189 |" in demo
     assert "| 1200 | 12.0 | 0.212 | 0.336 | 0.239 | 0.359 |" in demo
     assert "| final (printed) | – | 0.212 | 0.336 | 0.239 | 0.359 |" in demo
@@ -164,10 +182,7 @@ def test_a_baseline_run_is_set_beside_this_one_and_a_slower_step_is_marked(tmp_p
     before, after = tmp_path / "before", tmp_path / "after"
     before.mkdir(), after.mkdir()
     old = _fixture()
-    _write(before, dict(old, demo_accuracy=dict(old["demo_accuracy"], machine="Old TF"),
-                        cpu_scaling=dict(old["cpu_scaling"], machine="Old TF"),
-                        converter_speed=dict(old["converter_speed"], machine="Old TF"),
-                        coco_eval_speed=dict(old["coco_eval_speed"], machine="Old TF")))
+    _write(before, {name: dict(record, machine="Old TF") for name, record in old.items()})
     new = _fixture()
     new["cpu_scaling"]["timing"]["horovod-1x1"] = dict(TIMING, step_s=0.379)   # +5%
     new["cpu_scaling"]["figures"]["horovod"]["step_s_2"] = 0.600              # +17%

@@ -324,7 +324,8 @@ def test_predict_with_annotations_reports_its_images_as_cocoeval_per_class(run):
 def test_every_benchmark_script_runs_its_path_and_the_report_renders_them(run, tmp_path):
     """`make bench`'s chain on tiny inputs (figures that mean nothing): demo_accuracy.py (the
     run above), coco_eval_speed.py, cpu_scaling.py (one one-host run; its emulated-host runs are
-    the path test_job.py and test_strategies.py play), converter_speed.py, then report.py, with
+    the path test_job.py and test_strategies.py play), converter_speed.py, large_images.py (one
+    small image through each path, on the run's model), then report.py, with
     docs/evaluation.md's example rewritten in a copy."""
     results = run["results"]
 
@@ -339,6 +340,8 @@ def test_every_benchmark_script_runs_its_path_and_the_report_renders_them(run, t
         script("cpu_scaling.py", "--smoke", "--runs", "horovod-1x1", "--budget", "0",
                "--work-dir", str(tmp_path / "cpu"), "--results-dir", str(results))
     script("converter_speed.py", "--smoke", "--results-dir", str(results))
+    script("large_images.py", "--smoke", "--model", str(run["opt_ml"] / "model"),
+           "--work-dir", str(tmp_path / "large"), "--results-dir", str(results))
     demo = json.loads((results / "demo_accuracy.json").read_text())
     assert demo["smoke"] and len(demo["runs"]) == 1
     assert demo["evaluation_report"] == report.read(str(run["opt_ml"] / "model" /
@@ -348,7 +351,7 @@ def test_every_benchmark_script_runs_its_path_and_the_report_renders_them(run, t
     page = tmp_path / "benchmarks.md"
     script("report.py", str(results), "--out", str(page), "--evaluation-doc", str(doc))
     text = page.read_text()
-    sections = 4 if os.geteuid() == 0 else 3
+    sections = 5 if os.geteuid() == 0 else 4
     assert text.count("Smoke run: it only checked that the path works") == sections
     assert "a smoke run: its figures mean nothing" in doc.read_text()
     assert (f"{BEST_STEP} steps" in doc.read_text()) and "circle" in doc.read_text()
