@@ -16,6 +16,7 @@ $AVERAGING_OUT.
 
 import json
 import os
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -86,6 +87,18 @@ def main() -> None:
         with open(os.environ["AVERAGING_OUT"], "w", encoding="utf-8") as f:
             json.dump(result, f)
     backend.gather_objects("done")  # no worker leaves while the other still reduces
+    # The gather can end on the chief while the other worker still fetches the chief's part:
+    # the chief leaves last, once each other worker says its gather ended (job.run does the same
+    # through the workers' status servers; "Socket closed" on worker 1 in make check, 2026-12-07).
+    left = os.path.join(os.path.dirname(os.environ["AVERAGING_OUT"]), "left-{}")
+    if backend.is_chief:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not all(
+                os.path.exists(left.format(index)) for index in range(1, backend.size)):
+            time.sleep(0.05)
+    else:
+        with open(left.format(backend.rank), "w", encoding="utf-8"):
+            pass
     os._exit(0)  # as job.run: TensorFlow's coordination service would wait at exit
 
 

@@ -495,3 +495,35 @@ def test_a_lost_peer_fails_naming_it_and_what_its_status_server_says(monkeypatch
     assert second == "RuntimeError: Graph execution error:"
     assert asked == [{"who": "worker 1", "host": "algo-2", "port": 2}]
     assert job.peer_lost(RuntimeError("injected failure at step 23"), dog) is None
+
+
+def test_at_the_end_the_chief_waits_until_its_peers_have_left(fast_peers):
+    """A MultiWorkerMirroredStrategy chief leaves only once the other workers' status servers
+    refuse connections (they close them after their last collective; job.run): one that leaves
+    after 0.6 s is waited for, one that stays is named at the timeout, one without a status
+    server is not waited for."""
+    clock = Clock()
+    chief, leaving, staying = (stall.Watchdog(f"rank {k}", "algo-1", 60, 600, report=print,
+                                              clock=clock) for k in range(3))
+    try:
+        addresses = [w.serve_status(bind="127.0.0.1") for w in (chief, leaving, staying)]
+        chief.set_peers(addresses + [{"who": "rank 3", "host": "algo-1", "port": None}])
+        threading.Timer(0.6, leaving.stop).start()
+        started = time.monotonic()
+        assert chief.wait_for_peers_to_leave(timeout_s=2.0) == ["rank 2 on algo-1"]
+        assert 2.0 <= time.monotonic() - started < 4.0
+        # Once the others have left, at once.
+        chief.set_peers(addresses[:2])
+        started = time.monotonic()
+        assert chief.wait_for_peers_to_leave(timeout_s=2.0) == []
+        assert time.monotonic() - started < 1.0
+        # The leaving one was waited for until it left.
+        late = stall.Watchdog("rank 4", "algo-1", 60, 600, report=print, clock=clock)
+        chief.set_peers([late.serve_status(bind="127.0.0.1")])
+        threading.Timer(0.6, late.stop).start()
+        started = time.monotonic()
+        assert chief.wait_for_peers_to_leave(timeout_s=5.0) == []
+        assert 0.6 <= time.monotonic() - started < 2.0
+    finally:
+        for watchdog in (chief, leaving, staying):
+            watchdog.stop()

@@ -297,6 +297,14 @@ def run(env: sagemaker_env.JobEnvironment) -> None:
         raise lost from error
     watchdog.stop()
     built.finish_tracking()  # the chief's SavedModel and report, after the others are done
+    if hps.distribution == "multi_worker_mirrored" and built.backend.is_chief:
+        # The last collective can end here while another worker still fetches the chief's part
+        # of it: the chief leaves after the others (seen: "Socket closed" on worker 1).
+        staying = watchdog.wait_for_peers_to_leave()
+        if staying:
+            print(f"the chief leaves while {', '.join(staying)} still run, "
+                  f"{stall.PEERS_LEAVE_TIMEOUT_S:.0f} s after the end of training",
+                  file=sys.stderr, flush=True)
     if hps.distribution != "horovod":
         # Done, files closed. At interpreter exit TensorFlow's coordination service would wait
         # for the peers that already left (40 s measured on 2 emulated hosts) before exiting 0.

@@ -57,6 +57,9 @@ EXPORT = "export"
 EXIT_STATUS = 1
 MAX_CHECK_SECONDS = 5.0    # how often the thread looks, at most (a tenth of the budget if less)
 FIRST_LINE_CHARS = 1000    # the report's first line, peers included (FailureReason: 1024)
+# At the job's end, how long the chief waits for the other workers to leave: after their last
+# collective they only close their files and exit.
+PEERS_LEAVE_TIMEOUT_S = 30.0
 
 
 def minutes(seconds: float) -> str:
@@ -169,6 +172,27 @@ class Watchdog:
         """Every process's address (serve_status's, gathered); this process's own is left out."""
         self._peers = [a for a in addresses if isinstance(a, dict)
                        and (a.get("who"), a.get("host")) != (self.who, self.host)]
+
+    def wait_for_peers_to_leave(self, timeout_s: float = PEERS_LEAVE_TIMEOUT_S) -> List[str]:
+        """Until every exchanged peer's status server refuses connections, at most `timeout_s`:
+        a process closes it only after its last collective ended there, so a process that waits
+        for this before it exits leaves no peer pulling data from it (a MultiWorkerMirroredStrategy
+        collective ends on one worker while another still fetches this one's part: "Socket
+        closed" if it has exited). A peer that answers, or is connected to and answers nothing (a
+        frozen one), is waited for; one refused (it left), without a status server or not
+        reached is not. Returns the names of the peers still there at the timeout; none without
+        exchanged peers."""
+        remaining = [a for a in self._peers or [] if isinstance(a.get("port"), int)]
+        deadline = time.monotonic() + timeout_s
+        while remaining:
+            answers = peer_status.ask_all(remaining, own_host=self.host, timeout_s=1.0,
+                                          total_s=2.0)
+            remaining = [a.address for a in answers
+                         if a.status is not None or a.problem == "timeout"]
+            if not remaining or time.monotonic() >= deadline:
+                break
+            time.sleep(0.2)
+        return [f"{a.get('who')} on {a.get('host')}" for a in remaining]
 
     def add_peers(self, addresses: List[peer_status.Address]) -> None:
         """Peers whose addresses are known from the start (the parameter-server hosts'
