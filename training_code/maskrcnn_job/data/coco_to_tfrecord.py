@@ -262,25 +262,13 @@ def validate(dataset: Dict, image_dir: str, boxes_without_mask: str = REFUSE
 _FORMATS = {"JPEG": "jpeg", "PNG": "png"}  # what Model Garden's decoder reads
 
 
-# EXIF orientations 5 to 8 swap width and height (TIFF 6.0's Orientation tag, 0x0112).
-_EXIF_ORIENTATION = 0x0112
-_TRANSPOSED = (5, 6, 7, 8)
-
-
-def _orientation(decoded: Image.Image) -> int:
-    try:
-        return int(decoded.getexif().get(_EXIF_ORIENTATION, 1) or 1)
-    except Exception:  # noqa: BLE001  (a malformed EXIF block: the pixels as stored)
-        return 1
-
-
 def _image_problem(encoded: bytes, image: Dict) -> Optional[Tuple[str, str]]:
     """Decodes the image once; returns (problem, detail) when training could not use it. Its
     size is the displayed one, after its EXIF orientation, as the labeling tools annotate it."""
     try:
         with Image.open(io.BytesIO(encoded)) as decoded:
             size, bands, image_format = decoded.size, len(decoded.getbands()), decoded.format
-            if _orientation(decoded) in _TRANSPOSED:
+            if exports.exif_orientation(decoded) in exports.QUARTER_TURNS:
                 size = size[::-1]
             # JPEG: libjpeg's DCT scaling still reads every coefficient of the stream (a
             # truncated or corrupt one fails), and runs the inverse DCT at 1/8 size: half the time.
@@ -311,7 +299,7 @@ def _upright(encoded: bytes) -> Optional[bytes]:
     """The image turned as its EXIF orientation says, re-encoded in its format without the tag;
     None when it has no orientation to apply."""
     with Image.open(io.BytesIO(encoded)) as decoded:
-        if _orientation(decoded) == 1:
+        if exports.exif_orientation(decoded) == 1:
             return None
         image_format = decoded.format
         turned = ImageOps.exif_transpose(decoded)

@@ -252,9 +252,20 @@ def resolve_file_names(dataset: Dict, root: str, image_dirs: List[str]) -> int:
     return unresolved
 
 
-# EXIF orientations 5 to 8 turn an image a quarter: its upright width is its stored height.
-_EXIF_ORIENTATION = 0x0112
-_QUARTER_TURNS = (5, 6, 7, 8)
+# EXIF orientations 5 to 8 turn an image a quarter (TIFF 6.0's Orientation tag): its upright
+# width is its stored height.
+QUARTER_TURNS = (5, 6, 7, 8)
+
+
+def exif_orientation(image) -> int:
+    """A Pillow image's EXIF orientation, 1 without one or with a malformed EXIF block (the
+    pixels as stored)."""
+    from PIL import ExifTags
+
+    try:
+        return int(image.getexif().get(ExifTags.Base.Orientation, 1) or 1)
+    except Exception:  # noqa: BLE001  (a malformed EXIF block: the pixels as stored)
+        return 1
 
 
 def _stored_size_and_orientation(path: str) -> Optional[Tuple[Tuple[int, int], int]]:
@@ -264,7 +275,7 @@ def _stored_size_and_orientation(path: str) -> Optional[Tuple[Tuple[int, int], i
 
     try:
         with Image.open(path) as image:
-            return image.size, int(image.getexif().get(_EXIF_ORIENTATION, 1) or 1)
+            return image.size, exif_orientation(image)
     except Exception:  # noqa: BLE001  (Pillow raises OSError, SyntaxError, ValueError...)
         return None
 
@@ -290,7 +301,7 @@ def label_studio_upright_sizes(dataset: Dict, root: str) -> List[str]:
         if found is None:
             continue
         (stored_width, stored_height), orientation = found
-        if orientation not in _QUARTER_TURNS or stored_width == stored_height or \
+        if orientation not in QUARTER_TURNS or stored_width == stored_height or \
                 (image.get("width"), image.get("height")) != (stored_width, stored_height):
             continue
         x_scale, y_scale = stored_height / stored_width, stored_width / stored_height
