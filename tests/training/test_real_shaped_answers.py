@@ -46,14 +46,10 @@ def answered(tmp_path_factory):
     run, handed = predict_batch.run(str(trained.model_dir), folder, str(work / "batch"),
                                     echo=lambda line: None)
     tools = read_back(handed.paths[:3], tmp_path_factory.mktemp("read-back"))
+    # The ids predict gives images without an annotation file (their numeric stems).
+    ids = predict.image_ids([path for path, _ in images])
     return {"images": {name: (path, truth[0]) for name, (path, truth) in zip(names, images)},
-            "ids": {name: predict_id for name, predict_id in zip(names, _predict_ids(names))},
-            "predict": predicted, "batch": run, "tools": tools}
-
-
-def _predict_ids(names):
-    # predict names images without an annotation file by their numeric stems (COCO's way).
-    return [int(os.path.splitext(name)[0]) for name in names]
+            "ids": dict(zip(names, ids)), "predict": predicted, "batch": run, "tools": tools}
 
 
 def _top(results):

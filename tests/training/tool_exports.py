@@ -10,7 +10,7 @@ import os
 import subprocess
 
 import numpy as np
-from PIL import Image, ImageOps
+from PIL import ExifTags, Image, ImageOps
 
 from tests.paths import REPO
 
@@ -79,7 +79,7 @@ def red_box_image(path, width, height, box, exif_orientation=None):
     assert exif_orientation == 6  # displayed = stored rotated 90 degrees clockwise
     stored = displayed.transpose(Image.Transpose.ROTATE_90)
     exif = Image.Exif()
-    exif[0x0112] = exif_orientation
+    exif[ExifTags.Base.Orientation] = exif_orientation
     stored.save(path, quality=98, exif=exif.tobytes())
     with Image.open(path) as check:  # what the labeling tools display
         assert ImageOps.exif_transpose(check).size == (width, height)

@@ -167,7 +167,9 @@ def ground_truth_instances(coco, image_id: int) -> List[Dict]:
             for a in coco.loadAnns(coco.getAnnIds(imgIds=[image_id]))]
 
 
-def _image_ids(files: Sequence[str], coco) -> List[int]:
+def image_ids(files: Sequence[str], coco=None) -> List[int]:
+    """The COCO image id of each file in the results: the annotation file's (`coco`), else the
+    file name's digits when every name is a distinct number, else 1..N in order."""
     if coco is None:
         # COCO's file names are their ids (000000139.jpg); otherwise number them.
         stems = [os.path.splitext(os.path.basename(f))[0] for f in files]
@@ -200,7 +202,7 @@ def predict(model: str, images: Sequence[str], out_dir: str, annotations: Option
             raise PredictError(f"annotations {annotations!r} do not exist")
         with contextlib.redirect_stdout(io.StringIO()):  # pycocotools' "loading annotations"
             coco = COCO(annotations)
-    ids = _image_ids(files, coco)
+    ids = image_ids(files, coco)
     with tempfile.TemporaryDirectory() as scratch:
         saved_model, categories = _model_paths(model, scratch)
         if categories is None and coco is not None:
