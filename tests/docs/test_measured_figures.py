@@ -42,3 +42,39 @@ def test_image_mds_page_fault_table_is_the_diagnosis_runs():
     assert list(quoted.groups()) == [
         f"{bfc['mwms-1x1']['minor_faults'] / 1e6:.2f}", f"{bfc['ps-1x1']['minor_faults'] / 1e6:.2f}",
         f"{bfc['mwms-1x1']['cpu_sys_s']:.1f}", f"{bfc['ps-1x1']['cpu_sys_s']:.1f}"]
+
+
+DEMO_SETTINGS = REPO / "benchmarks" / "diagnosis" / "demo-settings"
+
+
+def test_the_demo_settings_table_is_the_runs_output():
+    """docs/local-runs.md, "The demo's settings": each row's training images, steps, epochs, last
+    mask and box AP (3 decimals) and wall minutes (1 decimal; "–" where the run kept none), as the
+    run's own output recorded them."""
+    text = (REPO / "docs" / "local-runs.md").read_text(encoding="utf-8")
+    rows = _rows(text.split("### The demo's settings", 1)[1], "run")
+    assert set(rows) == {p.stem for p in DEMO_SETTINGS.glob("*.json")}
+    for name, cells in rows.items():
+        run = json.loads((DEMO_SETTINGS / f"{name}.json").read_text())
+        steps = int(re.search(r"training steps 1\.\.(\d+)", run["training"]).group(1))
+        epochs = re.search(r"epochs=([\d.]+)", run["hyperparameters"]).group(1)
+        batch_norm = re.search(r"batch_norm='(\w+)'", run["hyperparameters"]).group(1)
+        last = run["last_evaluation"]
+        minutes = "–" if run["elapsed_s"] is None else f"{run['elapsed_s'] / 60:.1f}"
+        assert cells == [f"`{batch_norm}`", str(run["train_images"]),
+                         f"{steps} ({float(epochs):g})", f"{last['eval/segm_AP']:.3f}",
+                         f"{last['eval/bbox_AP']:.3f}", minutes], name
+
+
+def test_the_local_batch_norm_step_times_are_the_timing_runs():
+    """docs/batch-norm.md, "Local runs": the demo's step (2 decimals) under sync at each cycle and
+    under per_rank, as cpu_scaling.py recorded it."""
+    text = (REPO / "docs" / "batch-norm.md").read_text(encoding="utf-8")
+    section = " ".join(text.split("## Local runs", 1)[1].split())
+    quoted = re.search(r"(\S+) s with `sync` at the 10 ms cycle, (\S+) s at 5 ms, (\S+) s at 2 ms; "
+                       r"(\S+) s with `per_rank`", section)
+    assert quoted, "the step-time sentence moved: update this test"
+    steps = [json.loads((DEMO_SETTINGS / run / "cpu_scaling.json").read_text())
+             ["timing"]["horovod-2x1"]["step_s"]
+             for run in ("step-sync", "step-sync-c5", "step-sync-c2", "step-perrank")]
+    assert list(quoted.groups()) == [f"{s:.2f}" for s in steps]

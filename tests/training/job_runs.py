@@ -34,7 +34,7 @@ TINY = ("--train-images", "16", "--val-images", "8", "--image-size", "64",
         "--layout", "square",
         "--hp", "log_every_steps=5", "--hp", "checkpoint_every_steps=10",
         "--hp", "eval_every_epochs=0", "--hp", "warmup_steps=5", "--hp", "lr_decay_epochs=",
-        # The demo's rate is tuned for 1200 steps on 400 images; these runs of 20 to 200 steps on
+        # The demo's rate is tuned for 1600 steps on 1600 images; these runs of 20 to 200 steps on
         # 16 images assert that the loss falls, calibrated at this one.
         "--hp", "base_learning_rate=0.01",
         # Tracing the validation losses' step costs every evaluating rank ~10-15 s of CPU; the

@@ -90,7 +90,8 @@ def runs(tmp_path_factory):
 
 def _built_model(opt_ml):
     """The model of the local run in `opt_ml`, built from its hyperparameters and train channel as
-    its one rank builds it (batch_norm=sync), not restored: its fresh initialization."""
+    its one rank builds it, not restored: its fresh initialization. Built with the synchronized
+    layer whatever the run's batch_norm: the same variables, created in the same order."""
     from official.vision.tasks import maskrcnn
 
     from maskrcnn_job.data import layout
@@ -199,7 +200,7 @@ def test_freeze_backbone_keeps_the_backbone_at_the_init_checkpoint_and_trains_th
 
 
 def tf_keras_sync_batch_norm():
-    """What local_run's one rank builds with (batch_norm=sync): Keras' synchronized layer."""
+    """Keras' synchronized layer, what one rank builds with under batch_norm=sync."""
     import tf_keras
 
     return tf_keras.layers.experimental.SyncBatchNormalization

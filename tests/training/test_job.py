@@ -560,9 +560,9 @@ def test_failing_rank_fails_the_job_fast_with_its_cause(tmp_path):
                      env={"INJECT_FAILURE": "1:6"}, timeout=600)
     assert run.returncode != 0
     # `make demo`'s path: one /opt/ml tree, plain mpirun, no emulated hosts; no pretrained
-    # backbone, so batch norm is synchronized instead of frozen.
+    # backbone, so batch norm is per rank instead of frozen (docs/batch-norm.md, "Local runs").
     assert "emulated hosts" not in run.stdout and "running: mpirun " in run.stdout
-    assert "batch_norm: sync" in run.stdout
+    assert "batch_norm: per_rank (" in run.stdout
     failure = tmp_path / "opt_ml" / "output" / "failure"
     text = failure.read_text()
     assert "rank 1 on algo-1: RuntimeError: injected failure at step 6" in text

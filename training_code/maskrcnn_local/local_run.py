@@ -30,8 +30,10 @@ With one core per rank, Horovod's background thread waking every millisecond or 
 from the step; a long cycle delays each batch-norm allreduce of batch_norm=sync, one after the
 other (docs/batch-norm.md, "The cost", says how to measure both).
 
-Defaults: ResNet-18-FPN, 128 px, compact heads, 2 ranks, batch_norm=sync (there is no pretrained
-backbone here); the accuracy they reach: docs/benchmarks.md, "`make demo`'s accuracy".
+Defaults: ResNet-18-FPN, 128 px, compact heads, 2 ranks, batch_norm=per_rank (there is no
+pretrained backbone here, and on these CPUs sync's allreduce per layer doubles the step:
+docs/batch-norm.md, "Local runs"); the accuracy they reach: docs/benchmarks.md, "`make demo`'s
+accuracy".
 """
 
 import argparse
@@ -75,20 +77,26 @@ SAVED_MODEL_FILE = "saved_model.pb"
 # What the run prints last, before the predictions' path.
 FINAL_METRICS = ("eval/bbox_AP", "eval/bbox_AP50", "eval/segm_AP", "eval/segm_AP50")
 
+# A local run's batch norm unless --hp batch_norm says otherwise (there is no pretrained backbone
+# for the job's default, frozen): each rank's own images, no allreduce per layer.
+LOCAL_BATCH_NORM = "per_rank"
+
 # What the demo trains with; every key can be overridden with --hp KEY=VALUE.
 LOCAL_HYPERPARAMETERS = {
     "backbone": "resnet18",
     "model_preset": "compact",
     "image_size": 128,
     "images_per_gpu": 2,
-    # x 2 ranks: a peak of 0.08 for 4 images a step, which a from-scratch ResNet-18 with
-    # synchronized batch norm takes (docs/benchmarks.md, "`make demo`'s accuracy").
+    # x 2 ranks: a peak of 0.08 for 4 images a step, which a from-scratch ResNet-18 takes
+    # (docs/benchmarks.md, "`make demo`'s accuracy").
     "base_learning_rate": 0.04,
     "warmup_steps": 50,
-    "epochs": 12,
-    "lr_decay_epochs": "10",
+    # 1,600 steps on 1,600 images (--train-images): on fewer images the same steps overfit
+    # (docs/local-runs.md, "The demo's settings").
+    "epochs": 4,
+    "lr_decay_epochs": "3.4",
     "mixed_precision": False,
-    "eval_every_epochs": 4,
+    "eval_every_epochs": 2,
     "checkpoint_every_steps": 200,
     "log_every_steps": 50,
     "max_instances": 8,
@@ -109,8 +117,8 @@ def parse_args(argv=None):
     parser.add_argument("--hosts", type=int, default=1,
                         help="hosts; more than 1 emulates them under the real SageMaker toolkit "
                              "(root only) (1)")
-    parser.add_argument("--train-images", type=int, default=400,
-                        help="synthetic training images (400)")
+    parser.add_argument("--train-images", type=int, default=1600,
+                        help="synthetic training images (1600)")
     parser.add_argument("--val-images", type=int, default=50,
                         help="synthetic validation images (50)")
     parser.add_argument("--image-size", type=int, default=128,
@@ -221,10 +229,13 @@ def _hyperparameters(args) -> dict:
                              f"{args.distribution}: use --distribution")
         values[key] = value
     if "batch_norm" not in values:
-        # The job's default, frozen, needs a pretrained backbone, and there is none here.
-        values["batch_norm"] = hyperparameters.batch_norm_without_pretrained(args.distribution)
-        print(f"batch_norm: {values['batch_norm']} (the default, frozen, needs a pretrained "
-              "backbone checkpoint, and this run has none)", flush=True)
+        # The job's default, frozen, needs a pretrained backbone, and there is none here. A
+        # launch without one synchronizes (batch_norm_without_pretrained); here, one core per
+        # rank, sync's allreduce per layer doubles the step (docs/batch-norm.md, "Local runs").
+        values["batch_norm"] = LOCAL_BATCH_NORM
+        print(f"batch_norm: {LOCAL_BATCH_NORM} (the default, frozen, needs a pretrained backbone "
+              "checkpoint, and this run has none; sync doubles a step on this machine's CPUs: "
+              "docs/batch-norm.md, \"Local runs\")", flush=True)
     hyperparameters.parse(values)  # fail here, before any work, on a bad name or value
     # SageMaker hands every hyperparameter to the container as a string.
     return {k: hyperparameters.as_sent(v) for k, v in values.items()}
