@@ -78,3 +78,23 @@ def test_the_local_batch_norm_step_times_are_the_timing_runs():
              ["timing"]["horovod-2x1"]["step_s"]
              for run in ("step-sync", "step-sync-c5", "step-sync-c2", "step-perrank")]
     assert list(quoted.groups()) == [f"{s:.2f}" for s in steps]
+
+
+def test_the_demos_five_runs_are_demo_accuracys():
+    """docs/local-runs.md, "The demo's settings": the spread of the demo's repeated runs (3
+    decimals) and their least and greatest wall minutes (1 decimal), as demo_accuracy.py wrote
+    them, of runs with the demo's settings (no smoke run, no extra arguments)."""
+    text = " ".join((REPO / "docs" / "local-runs.md").read_text(encoding="utf-8").split())
+    figures = json.loads((DEMO_SETTINGS / "demo-accuracy" / "demo_accuracy.json").read_text())
+    assert not figures["smoke"]
+    quoted = re.search(r"Five runs of these settings .*?: mask AP mean (\S+), standard deviation "
+                       r"(\S+), from (\S+) to (\S+); box AP mean (\S+); each run (\S+) to (\S+) "
+                       r"min", text)
+    assert quoted, "the five runs' sentence moved: update this test"
+    spread, runs = figures["spread"], figures["runs"]
+    minutes = [run["local_run_seconds"] / 60 for run in runs]
+    assert len(runs) == 5
+    mask = spread["eval/segm_AP"]
+    assert list(quoted.groups()) == [
+        f"{mask['mean']:.3f}", f"{mask['stdev']:.3f}", f"{mask['min']:.3f}", f"{mask['max']:.3f}",
+        f"{spread['eval/bbox_AP']['mean']:.3f}", f"{min(minutes):.1f}", f"{max(minutes):.1f}"]
