@@ -6,6 +6,7 @@ import re
 from tests.paths import REPO
 
 DIAGNOSIS = REPO / "benchmarks" / "diagnosis" / "tf2.21-strategies"
+DEMO_SETTINGS = REPO / "benchmarks" / "diagnosis" / "demo-settings"
 
 
 def _rows(markdown: str, first_header: str) -> dict:
@@ -42,9 +43,6 @@ def test_image_mds_page_fault_table_is_the_diagnosis_runs():
     assert list(quoted.groups()) == [
         f"{bfc['mwms-1x1']['minor_faults'] / 1e6:.2f}", f"{bfc['ps-1x1']['minor_faults'] / 1e6:.2f}",
         f"{bfc['mwms-1x1']['cpu_sys_s']:.1f}", f"{bfc['ps-1x1']['cpu_sys_s']:.1f}"]
-
-
-DEMO_SETTINGS = REPO / "benchmarks" / "diagnosis" / "demo-settings"
 
 
 def test_the_demo_settings_table_is_the_runs_output():
